@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Independent reference for hrw's contracts (docs/HASHING.md), in Python.
+
+Prints the pinned test vectors that the Rust and ExUnit suites assert, computed from the
+written spec rather than from the library, so a drift in either is caught.
+Needs `pip install xxhash`. Usage: python3 docs/reference.py
+"""
+import struct
+import xxhash
+
+MASK = (1 << 64) - 1
+TERM_SEED = 0x485257315445524D
+
+
+def rotl(x, r):
+    return ((x << r) | (x >> (64 - r))) & MASK
+
+
+def prep(key):
+    k = (key + 0x9E3779B97F4A7C15) & MASK
+    k ^= k >> 32
+    k = (k * 0xBF58476D1CE4E5B9) & MASK
+    return k ^ (k >> 27)
+
+
+def n3(key, node):
+    x = prep(key) ^ node
+    x = x ^ rotl(x, 17) ^ rotl(x, 43)
+    x = (x * 0x2CB0F69F4ABEA221) & MASK
+    x ^= x >> 27
+    x = rotl(x, 23)
+    x = (x * 0xB19E04CB9DCE3147) & MASK
+    x ^= x >> 31
+    x = (x * 0xBF58476D1CE4E5B9) & MASK
+    return x ^ (x >> 33)
+
+
+def tagged(tag, payload=b""):
+    return xxhash.xxh3_64_intdigest(bytes([tag]) + payload, seed=TERM_SEED)
+
+
+def ids(xs):
+    return b"".join(struct.pack("<Q", x) for x in xs)
+
+
+def t_binary(b):
+    return xxhash.xxh3_64_intdigest(b, seed=0)
+
+
+def t_int(v):
+    mag = abs(v)
+    return tagged(0x01, bytes([1 if v < 0 else 0]) + mag.to_bytes((mag.bit_length() + 7) // 8, "little"))
+
+
+def t_float(f):
+    if f == 0.0:
+        f = 0.0
+    return tagged(0x02, struct.pack("<d", f))
+
+
+def t_atom(name):
+    return tagged(0x03, name.encode("utf-8"))
+
+
+def t_bits(data, nbits):
+    return tagged(0x04, struct.pack("<Q", nbits) + data)
+
+
+def t_tuple(*els):
+    return tagged(0x05, ids(els))
+
+
+def t_list(*els):
+    return tagged(0x06, ids(els))
+
+
+def t_improper(els, tail):
+    return tagged(0x07, ids(list(els) + [tail]))
+
+
+def t_map(pairs):
+    return tagged(0x08, b"".join(ids(p) for p in sorted(pairs)))
+
+
+# (label, Elixir source of the term, id)
+TERMS = [
+    ("empty binary", '""', t_binary(b"")),
+    ("binary", '"user:42"', t_binary(b"user:42")),
+    ("utf8 binary", '"héllo"', t_binary("héllo".encode())),
+    ("zero", "0", t_int(0)),
+    ("one", "1", t_int(1)),
+    ("minus one", "-1", t_int(-1)),
+    ("i64 max", "9_223_372_036_854_775_807", t_int(2**63 - 1)),
+    ("u64 max", "18_446_744_073_709_551_615", t_int(2**64 - 1)),
+    ("bignum", "-340_282_366_920_938_463_463_374_607_431_768_211_457", t_int(-(2**128 + 1))),
+    ("float one", "1.0", t_float(1.0)),
+    ("float", "-2.5", t_float(-2.5)),
+    ("atom", ":a", t_atom("a")),
+    ("nil", "nil", t_atom("nil")),
+    ("unicode atom", ":\"ünï\"", t_atom("ünï")),
+    ("bitstring", "<<5::3>>", t_bits(bytes([0b10100000]), 3)),
+    ("empty tuple", "{}", t_tuple()),
+    ("tuple", '{:user, 42}', t_tuple(t_atom("user"), t_int(42))),
+    ("empty list", "[]", t_list()),
+    ("list", "[1, 2, 3]", t_list(t_int(1), t_int(2), t_int(3))),
+    ("charlist", "'ab'", t_list(t_int(97), t_int(98))),
+    ("improper list", "[1 | 2]", t_improper([t_int(1)], t_int(2))),
+    ("empty map", "%{}", t_map([])),
+    ("map", '%{"b" => 2, a: 1}', t_map([(t_atom("a"), t_int(1)), (t_binary(b"b"), t_int(2))])),
+    ("nested", '{"x", [1.5, %{k: {}}]}', t_tuple(t_binary(b"x"), t_list(t_float(1.5), t_map([(t_atom("k"), t_tuple())])))),
+]
+
+N3_PAIRS = [(0, 0), (1, 0), (0, 1), (2**64 - 1, 2**63), (0x0123456789ABCDEF, 0xFEDCBA9876543210),
+            (42, 2**29), (2**32, 2**59), (0xDEADBEEF, 7)]
+
+if __name__ == "__main__":
+    print("# N3 (key, node, score)")
+    for k, n in N3_PAIRS:
+        print(f"({k:#x}, {n:#x}, {n3(k, n):#x}),")
+    print("# term ids (label, source, id)")
+    for label, src, i in TERMS:
+        print(f"{label!r}, {src}, {i:#018x}")
+    print("# owners of key over nodes node-0..node-9 (key, owner)")
+    nodes = [f"node-{i}" for i in range(10)]
+    for key in ["", "a", "user:42", "192.168.0.1", "ключ"]:
+        kid = t_binary(key.encode())
+        owner = max(nodes, key=lambda n: n3(kid, t_binary(n.encode())))
+        print(f"{key!r} -> {owner}")

@@ -1,0 +1,16 @@
+//! Rendezvous (highest random weight) hashing with the N3 score function.
+//!
+//! Pure Rust with no Erlang in it: node and key ids are `u64`, answers are indices.
+//! The Erlang glue lives in the `hrw_nif` crate; any Rust program can use this one.
+//!
+//! * [`n3`]: the score function (a frozen contract).
+//! * [`scan`]: argmax / top-k over prepared node ids, portable and SIMD backends.
+//! * [`term_hash`]: the canonical term-id scheme's primitive encodings.
+
+pub mod n3;
+pub mod scan;
+pub mod term_hash;
+pub mod weighted;
+
+#[cfg(test)]
+mod vectors;

@@ -1,0 +1,89 @@
+//! How a NIF says no. Every failure becomes an Elixir exception raised from the NIF:
+//! bad input raises `ArgumentError` with a message that names the problem, and work
+//! too large for a normal scheduler raises the atom `:hrw_needs_dirty`, which the
+//! Elixir wrapper catches to call the dirty-scheduler twin of the same NIF.
+
+use rustler::{Encoder, Env, Error, Term};
+
+pub enum Failure {
+    /// The normal-scheduler budget ran out; retry on a dirty scheduler.
+    NeedsDirty,
+    /// Invalid input; the message is shown to the user.
+    BadArg(String),
+}
+
+pub type Outcome<T> = Result<T, Failure>;
+
+pub fn bad_arg<T>(message: impl Into<String>) -> Outcome<T> {
+    Err(Failure::BadArg(message.into()))
+}
+
+mod atoms {
+    rustler::atoms! { hrw_needs_dirty, message, __struct__, __exception__, true_ = "true" }
+}
+
+/// An `%ArgumentError{}` built in the NIF, so it reaches the caller unchanged.
+struct ArgumentError(String);
+
+impl Encoder for ArgumentError {
+    fn encode<'a>(&self, env: Env<'a>) -> Term<'a> {
+        let module = rustler::types::atom::Atom::from_str(env, "Elixir.ArgumentError")
+            .map(|a| a.encode(env))
+            .unwrap_or_else(|_| atoms::message().encode(env));
+        let keys = [
+            atoms::__struct__().encode(env),
+            atoms::__exception__().encode(env),
+            atoms::message().encode(env),
+        ];
+        let values = [module, atoms::true_().encode(env), self.0.encode(env)];
+        Term::map_from_term_arrays(env, &keys, &values).unwrap_or_else(|_| self.0.encode(env))
+    }
+}
+
+impl From<Failure> for Error {
+    fn from(failure: Failure) -> Error {
+        match failure {
+            Failure::NeedsDirty => Error::RaiseTerm(Box::new(atoms::hrw_needs_dirty())),
+            Failure::BadArg(message) => Error::RaiseTerm(Box::new(ArgumentError(message))),
+        }
+    }
+}
+
+/// Work allowed before a normal-scheduler call gives up and asks for a dirty one.
+/// Units are rough nanoseconds on this project's reference machine (see budget.rs
+/// calibration in the README); dirty calls are unlimited.
+pub struct Budget {
+    remaining: u64,
+    limited: bool,
+}
+
+/// ~0.5 ms of work: a normal-scheduler NIF call must stay under ~1 ms.
+pub const NORMAL_BUDGET: u64 = 500_000;
+
+impl Budget {
+    pub fn normal() -> Budget {
+        Budget {
+            remaining: NORMAL_BUDGET,
+            limited: true,
+        }
+    }
+
+    pub fn dirty() -> Budget {
+        Budget {
+            remaining: u64::MAX,
+            limited: false,
+        }
+    }
+
+    /// Spend `cost` units, failing with `NeedsDirty` when a normal call runs out.
+    #[inline]
+    pub fn charge(&mut self, cost: u64) -> Outcome<()> {
+        if self.limited {
+            if cost > self.remaining {
+                return Err(Failure::NeedsDirty);
+            }
+            self.remaining -= cost;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,12 @@
+//! Erlang NIF glue for `hrw_core`: the only place that turns terms into ids.
+//!
+//! Each NIF that can be handed large input exists twice: a normal-scheduler version
+//! that works within a budget and raises `:hrw_needs_dirty` when it would exceed it,
+//! and a `_dirty` twin on a dirty CPU scheduler. `lib/hrw/native.ex` documents the
+//! protocol on the Elixir side.
+
+mod failure;
+mod list;
+mod term_id;
+
+rustler::init!("Elixir.HRW.Native");
