@@ -3,7 +3,7 @@
 
 Prints the pinned test vectors that the Rust and ExUnit suites assert, computed from the
 written spec rather than from the library, so a drift in either is caught.
-Needs `pip install xxhash`. Usage: python3 docs/reference.py
+Needs `pip install xxhash`. Usage: python3 docs/reference.py [fixture test/fixtures/reference_owners.tsv]
 """
 import struct
 import xxhash
@@ -82,6 +82,31 @@ def t_map(pairs):
     return tagged(0x08, b"".join(ids(p) for p in sorted(pairs)))
 
 
+def ln_int(n):
+    """ln(n) for 1 <= n <= 2^53 from basic IEEE-754 operations (docs/HASHING.md §3)."""
+    import math
+    e = n.bit_length() - 1
+    m = float(n) / float(1 << e)
+    e = float(e)
+    if m > math.sqrt(2.0):
+        m *= 0.5
+        e += 1.0
+    s = (m - 1.0) / (m + 1.0)
+    s2 = s * s
+    poly = 1.0 / 21.0
+    for d in [19.0, 17.0, 15.0, 13.0, 11.0, 9.0, 7.0, 5.0, 3.0, 1.0]:
+        poly = poly * s2 + 1.0 / d
+    return e * math.log(2.0) + 2.0 * s * poly
+
+
+def weighted_cost(score, weight):
+    import math
+    return (53.0 * math.log(2.0) - ln_int((score >> 11) + 1)) / weight
+
+
+WEIGHTED = [(0, 1.0), (2**64 - 1, 1.0), (0x89DB37561974918F, 1.0), (0x46C048F57BEF0291, 2.0),
+            (0x0123456789ABCDEF, 0.5), (0xFEDCBA9876543210, 10.0), (1 << 63, 3.0), (12345678901234567, 7.25)]
+
 # (label, Elixir source of the term, id)
 TERMS = [
     ("empty binary", '""', t_binary(b"")),
@@ -117,6 +142,9 @@ if __name__ == "__main__":
     print("# N3 (key, node, score)")
     for k, n in N3_PAIRS:
         print(f"({k:#x}, {n:#x}, {n3(k, n):#x}),")
+    print("# weighted (score, weight, cost bits)")
+    for sc, w in WEIGHTED:
+        print(f"({sc:#x}, {w!r}, {struct.unpack('<Q', struct.pack('<d', weighted_cost(sc, w)))[0]:#x}),")
     print("# term ids (label, source, id)")
     for label, src, i in TERMS:
         print(f"{label!r}, {src}, {i:#018x}")
@@ -126,3 +154,24 @@ if __name__ == "__main__":
         kid = t_binary(key.encode())
         owner = max(nodes, key=lambda n: n3(kid, t_binary(n.encode())))
         print(f"{key!r} -> {owner}")
+
+
+def fixture(path, cases=300, seed=7):
+    """Writes `key<TAB>nodes,comma,separated<TAB>owner<TAB>top3` lines for ExUnit."""
+    import random
+
+    rng = random.Random(seed)
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789-:._"
+    with open(path, "w") as out:
+        for _ in range(cases):
+            key = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+            nodes = sorted({"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24)))
+                            for _ in range(rng.randint(1, 60))})
+            rng.shuffle(nodes)
+            kid = t_binary(key.encode())
+            ranked = sorted(nodes, key=lambda n: n3(kid, t_binary(n.encode())), reverse=True)
+            out.write(f"{key}\t{','.join(nodes)}\t{ranked[0]}\t{','.join(ranked[:3])}\n")
+
+
+if __name__ == "__main__" and len(__import__("sys").argv) > 2 and __import__("sys").argv[1] == "fixture":
+    fixture(__import__("sys").argv[2])

@@ -80,11 +80,16 @@ mod tests {
     fn split_form_equals_spec() {
         let mut s = 1u64;
         for _ in 0..10_000 {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let key = s;
             let node = s.rotate_left(29) ^ 0x1234_5678;
             assert_eq!(score(prep(key), node), spec_score(key, node));
-            assert_eq!(score_prepared(prepared_key(key), linear(node)), spec_score(key, node));
+            assert_eq!(
+                score_prepared(prepared_key(key), linear(node)),
+                spec_score(key, node)
+            );
         }
     }
 
@@ -93,7 +98,11 @@ mod tests {
         // Computed once from the spec transcription; they must never change.
         for &(key, node, expected) in crate::vectors::N3_VECTORS {
             assert_eq!(spec_score(key, node), expected, "spec({key:#x},{node:#x})");
-            assert_eq!(score(prep(key), node), expected, "score({key:#x},{node:#x})");
+            assert_eq!(
+                score(prep(key), node),
+                expected,
+                "score({key:#x},{node:#x})"
+            );
         }
     }
 }

@@ -26,25 +26,53 @@ pub fn term_vectors() -> Vec<(&'static str, u64, u64)> {
     vec![
         ("empty binary", binary(b""), 0x2d06800538d394c2),
         ("binary", binary(b"user:42"), 0x9fc1e605fa7174aa),
-        ("utf8 binary", binary("héllo".as_bytes()), 0x6a45b79a7b549b1f),
+        (
+            "utf8 binary",
+            binary("héllo".as_bytes()),
+            0x6a45b79a7b549b1f,
+        ),
         ("zero", int64(0), 0x154f124433f8846d),
         ("one", int64(1), 0xd7d8c6235c288c58),
         ("minus one", int64(-1), 0x384021378d8cf872),
         ("i64 max", int64(i64::MAX), 0xd66452e54ae2095e),
-        ("u64 max", integer(false, &u64::MAX.to_le_bytes()), 0x852dccb229adc782),
+        (
+            "u64 max",
+            integer(false, &u64::MAX.to_le_bytes()),
+            0x852dccb229adc782,
+        ),
         ("bignum", big, 0x045a420ecaa3ca94),
         ("float one", float(1.0), 0xd5ca9387df81eaba),
         ("float", float(-2.5), 0x06c4721e5e96090f),
         ("atom", atom(b"a"), 0x8a942261fba21c1c),
         ("nil", atom(b"nil"), 0xdd206f34290e70f5),
         ("unicode atom", atom("ünï".as_bytes()), 0x18148844259e160c),
-        ("bitstring", bitstring(&[0b1010_0000], 3), 0xe294965897565c4e),
+        (
+            "bitstring",
+            bitstring(&[0b1010_0000], 3),
+            0xe294965897565c4e,
+        ),
         ("empty tuple", tuple(&[]), 0x738f402f85aed9c9),
-        ("tuple", tuple(&[atom(b"user"), int64(42)]), 0x33efe09b58654a43),
+        (
+            "tuple",
+            tuple(&[atom(b"user"), int64(42)]),
+            0x33efe09b58654a43,
+        ),
         ("empty list", list(&[]), 0x6b633834bd370097),
-        ("list", list(&[int64(1), int64(2), int64(3)]), 0x776a0f57f21ad88d),
-        ("charlist", list(&[int64(97), int64(98)]), 0x14c49eec3d30b331),
-        ("improper list", improper_list(&[int64(1)], int64(2)), 0x39f6236dfb639883),
+        (
+            "list",
+            list(&[int64(1), int64(2), int64(3)]),
+            0x776a0f57f21ad88d,
+        ),
+        (
+            "charlist",
+            list(&[int64(97), int64(98)]),
+            0x14c49eec3d30b331,
+        ),
+        (
+            "improper list",
+            improper_list(&[int64(1)], int64(2)),
+            0x39f6236dfb639883,
+        ),
         ("empty map", map(&mut []), 0x01f8f9911db9f4a1),
         (
             "map",
@@ -63,4 +91,13 @@ pub fn term_vectors() -> Vec<(&'static str, u64, u64)> {
 }
 
 /// (N3 score, weight, bits of the weighted cost) — see `weighted::Standing`.
-pub const WEIGHTED_VECTORS: &[(u64, f64, u64)] = &[];
+pub const WEIGHTED_VECTORS: &[(u64, f64, u64)] = &[
+    (0x0, 1.0, 0x40425e4f7b2737fa),
+    (0xffffffffffffffff, 1.0, 0x0),
+    (0x89db37561974918f, 1.0, 0x3fe3ce90c26c4040),
+    (0x46c048f57bef0291, 2.0, 0x3fe4937e5abe9680),
+    (0x123456789abcdef, 0.5, 0x4025aa16394d4818),
+    (0xfedcba9876543210, 10.0, 0x3f3d3128e8553333),
+    (0x8000000000000000, 3.0, 0x3fcd9303fea2f800),
+    (0x2bdc545d6b4b87, 7.25, 0x3ff02185fc89a06c),
+];

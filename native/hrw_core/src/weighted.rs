@@ -13,7 +13,7 @@ const SQRT2: f64 = core::f64::consts::SQRT_2;
 
 /// Natural log of an integer `n` in [1, 2^53], from basic operations only.
 fn ln_int(n: u64) -> f64 {
-    debug_assert!(n >= 1 && n <= 1 << 53);
+    debug_assert!((1..=1 << 53).contains(&n));
     // n = m * 2^e with m in [1, 2): both exact in f64.
     let e = 63 - n.leading_zeros() as i32;
     let mut m = n as f64 / (1u64 << e) as f64;
@@ -91,7 +91,10 @@ mod tests {
         for n in [1u64, 2, 3, 7, 1000, 123_456_789, (1 << 53) - 1, 1 << 53] {
             let ours = ln_int(n);
             let std = (n as f64).ln();
-            assert!((ours - std).abs() <= 4.0 * f64::EPSILON * std.max(1.0), "{n}: {ours} vs {std}");
+            assert!(
+                (ours - std).abs() <= 4.0 * f64::EPSILON * std.max(1.0),
+                "{n}: {ours} vs {std}"
+            );
         }
     }
 
@@ -106,11 +109,15 @@ mod tests {
 
     #[test]
     fn equal_weights_pick_the_unweighted_owner() {
-        let nodes: Vec<u64> = (0..50u64).map(|i| i.wrapping_mul(0x9e3779b97f4a7c15)).collect();
+        let nodes: Vec<u64> = (0..50u64)
+            .map(|i| i.wrapping_mul(0x9e3779b97f4a7c15))
+            .collect();
         let weighted: Vec<(u64, f64)> = nodes.iter().map(|&id| (id, 3.0)).collect();
         for key in 0..5000u64 {
             let k = n3::prep(key);
-            let flat = (0..nodes.len()).max_by_key(|&i| n3::score(k, nodes[i])).unwrap();
+            let flat = (0..nodes.len())
+                .max_by_key(|&i| n3::score(k, nodes[i]))
+                .unwrap();
             assert_eq!(argmin(&weighted, k), Some(flat));
         }
     }
@@ -127,7 +134,10 @@ mod tests {
         for (i, &(_, w)) in nodes.iter().enumerate() {
             let share = counts[i] as f64 / keys as f64;
             let expected = w / total;
-            assert!((share - expected).abs() / expected < 0.02, "node {i}: {share} vs {expected}");
+            assert!(
+                (share - expected).abs() / expected < 0.02,
+                "node {i}: {share} vs {expected}"
+            );
         }
     }
 }

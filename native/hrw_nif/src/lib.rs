@@ -8,5 +8,6 @@
 mod failure;
 mod list;
 mod term_id;
+mod weighted;
 
 rustler::init!("Elixir.HRW.Native");

@@ -1,37 +1,50 @@
 //! The stateless list path: hash every node term, score with N3, nothing cached.
 
 use crate::failure::{bad_arg, Budget, Outcome};
-use crate::term_id::{term_id, COST_PER_TERM};
+use crate::term_id::term_id;
 use hrw_core::n3;
 use rustler::{Encoder, Env, NifResult, Term};
 
 /// Budget units per node beyond hashing it: the score and the bookkeeping.
 const COST_PER_SCORE: u64 = 2;
 
-fn checked_length(nodes: Term) -> Outcome<usize> {
-    match nodes.list_length() {
-        Ok(0) => bad_arg("nodes must be a non-empty list"),
-        Ok(len) => Ok(len),
-        Err(_) if nodes.is_list() => bad_arg("nodes must be a proper list, got an improper list"),
-        Err(_) => bad_arg("nodes must be a list"),
+/// Calls `visit(node, budget)` for every element of the non-empty proper list
+/// `nodes`, in order. Walks the cells itself (rustler's iterator panics on improper
+/// lists) in one pass: an improper tail is reported after the walk.
+pub fn for_each_node<'a>(
+    nodes: Term<'a>,
+    budget: &mut Budget,
+    mut visit: impl FnMut(Term<'a>, &mut Budget) -> Outcome<()>,
+) -> Outcome<()> {
+    if nodes.is_empty_list() {
+        return bad_arg("nodes must be a non-empty list");
+    }
+    if !nodes.is_list() {
+        return bad_arg("nodes must be a list");
+    }
+    let mut rest = nodes;
+    while let Ok((node, tail)) = rest.list_get_cell() {
+        budget.charge(COST_PER_SCORE)?;
+        visit(node, budget)?;
+        rest = tail;
+    }
+    if rest.is_empty_list() {
+        Ok(())
+    } else {
+        bad_arg("nodes must be a proper list, got an improper list")
     }
 }
 
-/// Calls `visit(index, node, id)` for every node, in list order.
+/// Calls `visit(node, id)` for every node, in list order.
 fn each_node<'a>(
     nodes: Term<'a>,
     budget: &mut Budget,
     mut visit: impl FnMut(Term<'a>, u64),
 ) -> Outcome<()> {
-    let len = checked_length(nodes)?;
-    // Refuse early when the list alone is over budget, before hashing anything.
-    budget.charge(len as u64 * (COST_PER_TERM + COST_PER_SCORE))?;
-    let mut rest = nodes;
-    while let Ok((node, tail)) = rest.list_get_cell() {
+    for_each_node(nodes, budget, |node, budget| {
         visit(node, term_id(node, budget)?);
-        rest = tail;
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn owner<'a>(key: Term<'a>, nodes: Term<'a>, mut budget: Budget) -> Outcome<Term<'a>> {
@@ -99,4 +112,30 @@ fn list_owners_dirty<'a>(
     count: usize,
 ) -> NifResult<Term<'a>> {
     Ok(owners(env, key, nodes, count, Budget::dirty())?)
+}
+
+/// The canonical id of any term (docs/HASHING.md); exposed for users and tests.
+#[rustler::nif]
+fn term_id(term: Term) -> NifResult<u64> {
+    Ok(crate::term_id::term_id(term, &mut Budget::normal())?)
+}
+
+/// The N3 score of `node` for `key`: `HRW.owner/2` picks the node maximising it.
+#[rustler::nif]
+fn score(key: Term, node: Term) -> NifResult<u64> {
+    let mut budget = Budget::normal();
+    let k = n3::prep(crate::term_id::term_id(key, &mut budget)?);
+    Ok(n3::score(k, crate::term_id::term_id(node, &mut budget)?))
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn term_id_dirty(term: Term) -> NifResult<u64> {
+    Ok(crate::term_id::term_id(term, &mut Budget::dirty())?)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn score_dirty(key: Term, node: Term) -> NifResult<u64> {
+    let mut budget = Budget::dirty();
+    let k = n3::prep(crate::term_id::term_id(key, &mut budget)?);
+    Ok(n3::score(k, crate::term_id::term_id(node, &mut budget)?))
 }

@@ -25,17 +25,18 @@ fn charge_bytes(budget: &mut Budget, len: usize) -> Outcome<()> {
 }
 
 fn id_at(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
+    // Binaries are by far the most common keys and nodes: try them first, which
+    // skips the generic type query.
+    if let Ok(bin) = Binary::from_term(term) {
+        charge_bytes(budget, bin.len())?;
+        return Ok(term_hash::binary(bin.as_slice()));
+    }
     if depth > MAX_DEPTH {
         return bad_arg(format!("term nested deeper than {MAX_DEPTH} levels"));
     }
     match term.get_type() {
-        TermType::Binary => match Binary::from_term(term) {
-            Ok(bin) => {
-                charge_bytes(budget, bin.len())?;
-                Ok(term_hash::binary(bin.as_slice()))
-            }
-            Err(_) => bitstring_id(term, budget),
-        },
+        // Not a whole-byte binary (tried above): a bitstring.
+        TermType::Binary => bitstring_id(term, budget),
         TermType::Integer => match term.decode::<i64>() {
             Ok(v) => {
                 budget.charge(COST_PER_TERM)?;
@@ -55,7 +56,8 @@ fn id_at(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
         }
         TermType::Tuple => {
             budget.charge(COST_PER_TERM)?;
-            let elements = rustler::types::tuple::get_tuple(term).map_err(|_| unreadable("tuple"))?;
+            let elements =
+                rustler::types::tuple::get_tuple(term).map_err(|_| unreadable("tuple"))?;
             let ids = elements
                 .into_iter()
                 .map(|e| id_at(e, budget, depth + 1))

@@ -1,0 +1,157 @@
+//! AVX-512 (F + DQ) scan: eight lanes with a native 64-bit multiply (`vpmullq`),
+//! rotate and unsigned compare.
+//!
+//! Each lane keeps its best score and the index it came from. Indices within a lane
+//! only increase, so replacing on a strictly greater score keeps the first index of
+//! the lane's maximum. Two independent accumulator sets (even and odd vectors of a
+//! 16-element block) shorten the compare/blend dependency chain.
+
+use core::arch::x86_64::*;
+
+use super::{portable, M1, M2, M3};
+
+const LANES: usize = 8;
+
+/// Whether this CPU can run the AVX-512 scan.
+pub fn supported() -> bool {
+    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512dq")
+}
+
+/// First index of the maximum `n3::score_prepared(tk, prepared[i])`; same answer as
+/// [`portable::argmax`]. Falls back to the portable scan on CPUs without AVX-512.
+#[inline]
+pub fn argmax(prepared: &[u64], tk: u64) -> Option<usize> {
+    if supported() {
+        // SAFETY: avx512f and avx512dq were detected at runtime just above, which is
+        // all `argmax_avx512` requires.
+        unsafe { argmax_avx512(prepared, tk) }
+    } else {
+        portable::argmax(prepared, tk)
+    }
+}
+
+/// `n3::tail` on eight lanes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn tail(x: __m512i) -> __m512i {
+    let x = _mm512_mullo_epi64(x, _mm512_set1_epi64(M2 as i64));
+    let x = _mm512_xor_si512(x, _mm512_srli_epi64::<27>(x));
+    let x = _mm512_rol_epi64::<23>(x);
+    let x = _mm512_mullo_epi64(x, _mm512_set1_epi64(M3 as i64));
+    let x = _mm512_xor_si512(x, _mm512_srli_epi64::<31>(x));
+    let x = _mm512_mullo_epi64(x, _mm512_set1_epi64(M1 as i64));
+    _mm512_xor_si512(x, _mm512_srli_epi64::<33>(x))
+}
+
+/// Scores of the eight prepared ids in `chunk` against the prepared key `key`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn scores(chunk: &[u64], key: __m512i) -> __m512i {
+    assert!(chunk.len() >= LANES);
+    // SAFETY: `chunk` holds at least eight u64 (checked above), so the 64-byte
+    // unaligned load stays within it; `_mm512_loadu_si512` has no alignment
+    // requirement.
+    let v = unsafe { _mm512_loadu_si512(chunk.as_ptr().cast()) };
+    tail(_mm512_xor_si512(v, key))
+}
+
+/// Per-lane running maximum: score and the index it was seen at.
+#[derive(Clone, Copy)]
+struct Best {
+    score: __m512i,
+    index: __m512i,
+}
+
+impl Best {
+    /// Start a lane set whose first element indices are `index`. Score 0 with those
+    /// indices is a valid state: if the first score is 0 the first index stays, any
+    /// greater score replaces it.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn new(index: __m512i) -> Best {
+        Best {
+            score: _mm512_setzero_si512(),
+            index,
+        }
+    }
+
+    /// Keep `(s, index)` in the lanes where `s` is strictly (unsigned) greater.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn update(&mut self, s: __m512i, index: __m512i) {
+        let gt = _mm512_cmpgt_epu64_mask(s, self.score);
+        self.score = _mm512_mask_blend_epi64(gt, self.score, s);
+        self.index = _mm512_mask_blend_epi64(gt, self.index, index);
+    }
+
+    /// (max score, lowest index among the lanes holding it). The first index of the
+    /// overall maximum lies in some lane, whose best is that maximum seen first at
+    /// that index, so the smallest index among lanes at the maximum is the answer.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512dq")]
+    fn reduce(self) -> (u64, usize) {
+        let max = _mm512_reduce_max_epu64(self.score);
+        let at_max = _mm512_cmpeq_epi64_mask(self.score, _mm512_set1_epi64(max as i64));
+        (
+            max,
+            _mm512_mask_reduce_min_epu64(at_max, self.index) as usize,
+        )
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512dq")]
+fn argmax_avx512(prepared: &[u64], tk: u64) -> Option<usize> {
+    if prepared.len() < LANES {
+        return portable::argmax(prepared, tk);
+    }
+    let key = _mm512_set1_epi64(tk as i64);
+    let lane = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
+    let step = _mm512_set1_epi64(LANES as i64);
+    let mut best = Best::new(lane);
+    let mut idx = lane;
+    let mut chunks = prepared.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        best.update(scores(chunk, key), idx);
+        idx = _mm512_add_epi64(idx, step);
+    }
+    let rest = chunks.remainder();
+    let (score, index) = best.reduce();
+    Some(super::fold_tail(
+        prepared,
+        tk,
+        prepared.len() - rest.len(),
+        score,
+        index,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::n3;
+
+    #[test]
+    fn tail_matches_scalar() {
+        if !supported() {
+            return;
+        }
+        let mut s = 7u64;
+        for _ in 0..1000 {
+            let mut x = [0u64; LANES];
+            for v in &mut x {
+                s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                *v = s ^ (s >> 29);
+            }
+            let mut out = [0u64; LANES];
+            // SAFETY: the AVX-512 features were detected above; the load and the store
+            // touch exactly the eight u64 of `x` and `out`, unaligned accesses.
+            unsafe {
+                let v = tail(_mm512_loadu_si512(x.as_ptr().cast()));
+                _mm512_storeu_si512(out.as_mut_ptr().cast(), v);
+            }
+            for (xi, oi) in x.iter().zip(out) {
+                assert_eq!(oi, n3::tail(*xi));
+            }
+        }
+    }
+}

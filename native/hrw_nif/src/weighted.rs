@@ -1,0 +1,138 @@
+//! Weighted nodes `{node, weight}`: decoding, and the stateless weighted list path.
+
+use crate::failure::{bad_arg, Budget, Outcome};
+use crate::list::for_each_node;
+use crate::term_id::term_id;
+use hrw_core::n3;
+use hrw_core::weighted::{valid_weight, Standing};
+use rustler::{Encoder, Env, NifResult, Term};
+
+/// Weights above 2^53 would lose integer precision; nobody needs them.
+const MAX_WEIGHT: f64 = 9_007_199_254_740_992.0;
+
+/// Splits `{node, weight}` into the node term and a valid weight.
+pub fn decode_weighted<'a>(entry: Term<'a>) -> Outcome<(Term<'a>, f64)> {
+    let fields = match rustler::types::tuple::get_tuple(entry) {
+        Ok(fields) if fields.len() == 2 => fields,
+        _ => {
+            return bad_arg(format!(
+                "weighted nodes must be {{node, weight}} tuples, got: {entry:?}"
+            ))
+        }
+    };
+    let weight = if let Ok(i) = fields[1].decode::<i64>() {
+        i as f64
+    } else if let Ok(f) = fields[1].decode::<f64>() {
+        f
+    } else if fields[1].is_integer() {
+        MAX_WEIGHT * 2.0
+    } else {
+        return bad_arg(format!("weight must be a number, got: {:?}", fields[1]));
+    };
+    if !valid_weight(weight) {
+        return bad_arg(format!("weight must be positive, got: {:?}", fields[1]));
+    }
+    if weight > MAX_WEIGHT {
+        return bad_arg(format!("weight must be at most 2^53, got: {:?}", fields[1]));
+    }
+    Ok((fields[0], weight))
+}
+
+/// Every weighted node's (standing for key `k`, node term) in list order.
+fn standings<'a>(
+    k: u64,
+    nodes: Term<'a>,
+    budget: &mut Budget,
+) -> Outcome<Vec<(Standing, Term<'a>)>> {
+    let mut out = Vec::new();
+    for_each_node(nodes, budget, |entry, budget| {
+        let (node, weight) = decode_weighted(entry)?;
+        let id = term_id(node, budget)?;
+        out.push((Standing::new(n3::score(k, id), weight), node));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+fn owner<'a>(key: Term<'a>, nodes: Term<'a>, mut budget: Budget) -> Outcome<Term<'a>> {
+    let k = n3::prep(term_id(key, &mut budget)?);
+    let mut best: Option<(Standing, Term<'a>)> = None;
+    for (st, node) in standings(k, nodes, &mut budget)? {
+        if best.as_ref().is_none_or(|(b, _)| st.beats(b)) {
+            best = Some((st, node));
+        }
+    }
+    match best {
+        Some((_, node)) => Ok(node),
+        None => bad_arg("nodes must be a non-empty list"),
+    }
+}
+
+fn owners<'a>(
+    env: Env<'a>,
+    key: Term<'a>,
+    nodes: Term<'a>,
+    count: usize,
+    mut budget: Budget,
+) -> Outcome<Term<'a>> {
+    let k = n3::prep(term_id(key, &mut budget)?);
+    let mut all = standings(k, nodes, &mut budget)?;
+    // Best first; a node listed twice has the same raw score in both entries, so
+    // after sorting its best entry comes first and the others are dropped.
+    all.sort_by(|a, b| {
+        if a.0.beats(&b.0) {
+            std::cmp::Ordering::Less
+        } else if b.0.beats(&a.0) {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Equal
+        }
+    });
+    let mut seen = std::collections::HashSet::new();
+    let picked: Vec<Term<'a>> = all
+        .into_iter()
+        .filter(|(st, _)| seen.insert(st.score))
+        .take(count)
+        .map(|(_, node)| node)
+        .collect();
+    Ok(picked.encode(env))
+}
+
+#[rustler::nif]
+fn weighted_list_owner<'a>(key: Term<'a>, nodes: Term<'a>) -> NifResult<Term<'a>> {
+    Ok(owner(key, nodes, Budget::normal())?)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn weighted_list_owner_dirty<'a>(key: Term<'a>, nodes: Term<'a>) -> NifResult<Term<'a>> {
+    Ok(owner(key, nodes, Budget::dirty())?)
+}
+
+#[rustler::nif]
+fn weighted_list_owners<'a>(
+    env: Env<'a>,
+    key: Term<'a>,
+    nodes: Term<'a>,
+    count: usize,
+) -> NifResult<Term<'a>> {
+    Ok(owners(env, key, nodes, count, Budget::normal())?)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn weighted_list_owners_dirty<'a>(
+    env: Env<'a>,
+    key: Term<'a>,
+    nodes: Term<'a>,
+    count: usize,
+) -> NifResult<Term<'a>> {
+    Ok(owners(env, key, nodes, count, Budget::dirty())?)
+}
+
+/// The weighted standing as a score where higher wins: `-cost`.
+#[rustler::nif]
+fn weighted_score(key: Term, entry: Term) -> NifResult<f64> {
+    let mut budget = Budget::dirty();
+    let (node, weight) = decode_weighted(entry)?;
+    let k = n3::prep(term_id(key, &mut budget)?);
+    Ok(-Standing::new(n3::score(k, term_id(node, &mut budget)?), weight).cost)
+}
