@@ -10,6 +10,11 @@ defmodule HRW do
     * `owner/3` and `owners/4` on a plain list: stateless, every node is hashed on
       each call (one NIF call).
 
+    * `HRW.Ring`: the same owners as the list, prepared once in a NIF resource.
+
+  The `:scorer` option of `owner/3` and `owners/4` is ignored for a ring: its scorer
+  was chosen when it was built.
+
   Weighted nodes (`{node, weight}` with `scorer: %HRW.Weighted{}`) are described in
   `HRW.Weighted`.
 
@@ -93,11 +98,16 @@ defmodule HRW do
       ...>   scorer: %HRW{hash_fn: &:erlang.phash2/1})
       "server2"
   """
-  @spec owner(term(), nodes(), keyword()) :: term()
+  @spec owner(term(), nodes() | HRW.Ring.t(), keyword()) :: term()
   def owner(key, nodes, opts \\ [])
 
   # The common call, with no options, skips option parsing.
   def owner(key, nodes, []) when is_list(nodes), do: list_owner(key, nodes)
+
+  def owner(key, %HRW.Ring{} = ring, opts) do
+    _ = scorer(opts, "HRW.owner/3")
+    HRW.Ring.owner(ring, key)
+  end
 
   def owner(key, nodes, opts) when is_list(nodes) do
     case scorer(opts, "HRW.owner/3") do
@@ -128,8 +138,13 @@ defmodule HRW do
       ...>   scorer: %HRW{hash_fn: &:erlang.phash2/1})
       ["server2", "server3"]
   """
-  @spec owners(term(), nodes(), non_neg_integer(), keyword()) :: [term()]
+  @spec owners(term(), nodes() | HRW.Ring.t(), non_neg_integer(), keyword()) :: [term()]
   def owners(key, nodes, count, opts \\ [])
+
+  def owners(key, %HRW.Ring{} = ring, count, opts) do
+    _ = scorer(opts, "HRW.owners/4")
+    HRW.Ring.owners(ring, key, checked_count(count))
+  end
 
   def owners(key, nodes, count, opts) when is_list(nodes) do
     count = checked_count(count)
@@ -199,15 +214,15 @@ defmodule HRW do
   end
 
   @doc false
-  # Resolves the `:scorer` option: `:native` (N3), `:weighted` (native weighted) or
-  # a struct scored in Elixir.
-  @spec scorer(keyword(), String.t()) :: :native | :weighted | struct()
-  def scorer(opts, caller) do
+  # Validates `opts` (only `allowed` keys) and resolves the `:scorer` option:
+  # `:native` (N3), `:weighted` (native weighted) or a struct scored in Elixir.
+  @spec scorer(keyword(), String.t(), [atom()]) :: :native | :weighted | struct()
+  def scorer(opts, caller, allowed \\ [:scorer]) do
     unless Keyword.keyword?(opts) do
       raise ArgumentError, "#{caller} expects a keyword list of options, got: #{inspect(opts)}"
     end
 
-    case Keyword.keys(opts) -- [:scorer] do
+    case Keyword.keys(opts) -- allowed do
       [] -> :ok
       unknown -> raise ArgumentError, "#{caller} got unknown options: #{inspect(unknown)}"
     end
@@ -239,4 +254,28 @@ defmodule HRW do
         raise ArgumentError, "scorer must be a scorer struct, got: #{inspect(other)}"
     end
   end
+
+  @doc false
+  # For prepared structures: true when weighted, raises for Elixir-side scorers.
+  @spec native_scorer!(keyword(), String.t(), [atom()]) :: boolean()
+  def native_scorer!(opts, caller, allowed) do
+    case scorer(opts, caller, allowed) do
+      :native ->
+        false
+
+      :weighted ->
+        true
+
+      other ->
+        raise ArgumentError,
+              "#{caller} prepares nodes for the native scorers %HRW{} and %HRW.Weighted{}; " <>
+                "#{inspect(other)} runs in Elixir, use it with a plain list"
+    end
+  end
+
+  @doc false
+  # A non-empty proper list, or ArgumentError.
+  @spec checked_nodes!(term()) :: nodes()
+  def checked_nodes!(nodes) when is_list(nodes), do: checked_list(nodes)
+  def checked_nodes!(nodes), do: raise(ArgumentError, not_nodes(nodes))
 end

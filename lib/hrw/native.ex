@@ -42,5 +42,12 @@ defmodule HRW.Native do
   def weighted_list_owners(_key, _nodes, _count), do: err()
   def weighted_list_owners_dirty(_key, _nodes, _count), do: err()
 
+  def ring_new(_nodes, _weighted), do: err()
+  def ring_new_dirty(_nodes, _weighted), do: err()
+  def ring_owner(_ring, _key), do: err()
+  def ring_owner_dirty(_ring, _key), do: err()
+  def ring_owners(_ring, _key, _count), do: err()
+  def ring_owners_dirty(_ring, _key, _count), do: err()
+
   defp err, do: :erlang.nif_error(:nif_not_loaded)
 end

@@ -5,9 +5,9 @@
 //! Every step is a bijection on u64, so distinct node ids never tie for one key.
 
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
-const M1: u64 = 0xbf58_476d_1ce4_e5b9;
-const M2: u64 = 0x2cb0_f69f_4abe_a221;
-const M3: u64 = 0xb19e_04cb_9dce_3147;
+pub(crate) const M1: u64 = 0xbf58_476d_1ce4_e5b9;
+pub(crate) const M2: u64 = 0x2cb0_f69f_4abe_a221;
+pub(crate) const M3: u64 = 0xb19e_04cb_9dce_3147;
 
 /// Key preparation, done once per key.
 #[inline(always)]

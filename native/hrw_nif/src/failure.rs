@@ -1,7 +1,8 @@
 //! How a NIF says no. Every failure becomes an Elixir exception raised from the NIF:
 //! bad input raises `ArgumentError` with a message that names the problem, and work
 //! too large for a normal scheduler raises the atom `:hrw_needs_dirty`, which the
-//! Elixir wrapper catches to call the dirty-scheduler twin of the same NIF.
+//! Elixir wrapper catches to call the dirty-scheduler twin of the same NIF. A
+//! resource that cannot be decoded raises `:hrw_stale_resource`: the struct rebuilds.
 
 use rustler::{Encoder, Env, Error, Term};
 
@@ -10,6 +11,9 @@ pub enum Failure {
     NeedsDirty,
     /// Invalid input; the message is shown to the user.
     BadArg(String),
+    /// A resource term that no longer decodes (sent to another node, or its
+    /// resource is gone); the Elixir struct rebuilds it from its node list.
+    StaleResource,
 }
 
 pub type Outcome<T> = Result<T, Failure>;
@@ -19,7 +23,7 @@ pub fn bad_arg<T>(message: impl Into<String>) -> Outcome<T> {
 }
 
 mod atoms {
-    rustler::atoms! { hrw_needs_dirty, message, __struct__, __exception__, true_ = "true" }
+    rustler::atoms! { hrw_needs_dirty, hrw_stale_resource, message, __struct__, __exception__, true_ = "true" }
 }
 
 /// An `%ArgumentError{}` built in the NIF, so it reaches the caller unchanged.
@@ -45,6 +49,7 @@ impl From<Failure> for Error {
         match failure {
             Failure::NeedsDirty => Error::RaiseTerm(Box::new(atoms::hrw_needs_dirty())),
             Failure::BadArg(message) => Error::RaiseTerm(Box::new(ArgumentError(message))),
+            Failure::StaleResource => Error::RaiseTerm(Box::new(atoms::hrw_stale_resource())),
         }
     }
 }

@@ -7,6 +7,8 @@
 
 mod failure;
 mod list;
+mod nodeset;
+mod ring;
 mod term_id;
 mod weighted;
 

@@ -14,15 +14,6 @@ use std::sync::OnceLock;
 
 use crate::n3;
 
-// The N3 multipliers (private in `n3`), for the vector kernels. Each kernel's tests
-// check its vector `tail` against `n3::tail`, which pins these copies.
-#[cfg(target_arch = "x86_64")]
-const M1: u64 = 0xbf58_476d_1ce4_e5b9;
-#[cfg(target_arch = "x86_64")]
-const M2: u64 = 0x2cb0_f69f_4abe_a221;
-#[cfg(target_arch = "x86_64")]
-const M3: u64 = 0xb19e_04cb_9dce_3147;
-
 /// Environment variable forcing a backend (`portable`, `avx2`, `avx512`), read once by
 /// [`Backend::detect`]. An unknown or unsupported value falls back to detection.
 pub const BACKEND_ENV: &str = "HRW_SCAN_BACKEND";

@@ -1,0 +1,131 @@
+//! The exact prepared ring: every distinct node scored per lookup, with `T(node)`
+//! computed once at build. Same owners as the stateless list path, by construction.
+
+use crate::nodes::uniform_weights;
+use crate::weighted::Standing;
+use crate::{n3, scan};
+
+/// Immutable after build; shared by all threads without locks.
+pub struct Ring {
+    /// `n3::linear(id)` of each node: what the scans read.
+    prepared: Vec<u64>,
+    /// Weights, or `None` when every weight is equal (then plain N3 decides).
+    weights: Option<Vec<f64>>,
+}
+
+impl Ring {
+    /// Builds from distinct `(id, weight)` pairs (see `nodes::distinct`).
+    pub fn new(nodes: &[(u64, f64)]) -> Ring {
+        Ring {
+            prepared: nodes.iter().map(|&(id, _)| n3::linear(id)).collect(),
+            weights: (!uniform_weights(nodes)).then(|| nodes.iter().map(|n| n.1).collect()),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.prepared.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.prepared.is_empty()
+    }
+
+    /// Whether lookups use weighted costs (some weights differ).
+    pub fn is_weighted(&self) -> bool {
+        self.weights.is_some()
+    }
+
+    /// Index of the owner of `key` (a key id), `None` for an empty ring.
+    pub fn owner(&self, key: u64) -> Option<usize> {
+        let tk = n3::prepared_key(key);
+        match &self.weights {
+            None => scan::argmax(&self.prepared, tk),
+            Some(weights) => {
+                let mut best: Option<(Standing, usize)> = None;
+                for (i, (&tn, &w)) in self.prepared.iter().zip(weights).enumerate() {
+                    let st = Standing::new(n3::score_prepared(tk, tn), w);
+                    if best.as_ref().is_none_or(|(b, _)| st.beats(b)) {
+                        best = Some((st, i));
+                    }
+                }
+                best.map(|(_, i)| i)
+            }
+        }
+    }
+
+    /// Indices of the `count` best nodes for `key`, best first.
+    pub fn owners(&self, key: u64, count: usize) -> Vec<usize> {
+        let tk = n3::prepared_key(key);
+        match &self.weights {
+            None => scan::top(&self.prepared, tk, count),
+            Some(weights) => {
+                let mut all: Vec<(Standing, usize)> = self
+                    .prepared
+                    .iter()
+                    .zip(weights)
+                    .enumerate()
+                    .map(|(i, (&tn, &w))| (Standing::new(n3::score_prepared(tk, tn), w), i))
+                    .collect();
+                all.sort_by(|a, b| {
+                    a.0.cost
+                        .total_cmp(&b.0.cost)
+                        .then(b.0.score.cmp(&a.0.score))
+                });
+                all.into_iter().take(count).map(|(_, i)| i).collect()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::weighted;
+
+    fn ids(n: u64) -> Vec<(u64, f64)> {
+        (0..n)
+            .map(|i| (i.wrapping_mul(0x9e3779b97f4a7c15) ^ 0x55, 1.0))
+            .collect()
+    }
+
+    #[test]
+    fn owner_is_the_flat_argmax() {
+        let nodes = ids(300);
+        let ring = Ring::new(&nodes);
+        for key in 0..3000u64 {
+            let k = n3::prep(key);
+            let flat = (0..nodes.len())
+                .max_by_key(|&i| n3::score(k, nodes[i].0))
+                .unwrap();
+            assert_eq!(ring.owner(key), Some(flat));
+            assert_eq!(ring.owners(key, 3)[0], flat);
+        }
+    }
+
+    #[test]
+    fn weighted_owner_is_the_flat_weighted_argmin() {
+        let nodes: Vec<(u64, f64)> = ids(40)
+            .into_iter()
+            .enumerate()
+            .map(|(i, (id, _))| (id, 1.0 + i as f64 * 0.5))
+            .collect();
+        let ring = Ring::new(&nodes);
+        for key in 0..3000u64 {
+            let flat = weighted::argmin(&nodes, n3::prep(key));
+            assert_eq!(ring.owner(key), flat);
+            assert_eq!(ring.owners(key, 5).first().copied(), flat);
+        }
+    }
+
+    #[test]
+    fn owners_are_distinct_and_ordered() {
+        let ring = Ring::new(&ids(50));
+        for key in 0..500u64 {
+            let top = ring.owners(key, 50);
+            let mut sorted = top.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), 50);
+        }
+    }
+}
