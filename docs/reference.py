@@ -148,6 +148,14 @@ if __name__ == "__main__":
     print("# term ids (label, source, id)")
     for label, src, i in TERMS:
         print(f"{label!r}, {src}, {i:#018x}")
+    print("# weighted owners over [{a,1},{b,2},{c,3},{d,10},{e,0.5}] (key, owner)")
+    wnodes = [("a", 1.0), ("b", 2.0), ("c", 3.0), ("d", 10.0), ("e", 0.5)]
+    for key in [f"key-{i}" for i in range(1, 21)]:
+        k = t_binary(key.encode())
+        best = min(wnodes, key=lambda nw: (weighted_cost(n3(k, t_binary(nw[0].encode())), nw[1]),
+                                           -n3(k, t_binary(nw[0].encode()))))
+        print(f"{key!r} -> {best[0]}", end="  ")
+    print()
     print("# owners of key over nodes node-0..node-9 (key, owner)")
     nodes = [f"node-{i}" for i in range(10)]
     for key in ["", "a", "user:42", "192.168.0.1", "ключ"]:

@@ -11,9 +11,11 @@ defmodule HRW do
       each call (one NIF call).
 
     * `HRW.Ring`: the same owners as the list, prepared once in a NIF resource.
+    * `build/2`: an O(log n) skeleton (`HRW.Skeleton`), fair and stable under churn,
+      for large node sets.
 
-  The `:scorer` option of `owner/3` and `owners/4` is ignored for a ring: its scorer
-  was chosen when it was built.
+  The `:scorer` option of `owner/3` and `owners/4` is ignored for rings and
+  skeletons: their scorer was chosen when they were built.
 
   Weighted nodes (`{node, weight}` with `scorer: %HRW.Weighted{}`) are described in
   `HRW.Weighted`.
@@ -29,8 +31,8 @@ defmodule HRW do
   """
   @behaviour HRW.Scorer
 
-  require HRW.Native
-  alias HRW.Native
+  require HRW.Scheduling
+  alias HRW.{Native, Scheduling}
 
   defstruct [:hash_fn]
 
@@ -57,7 +59,7 @@ defmodule HRW do
   @impl HRW.Scorer
   @spec score(t(), term(), term()) :: integer()
   def score(%__MODULE__{hash_fn: nil}, key, node) do
-    Native.dirty_fallback(Native.score(key, node), Native.score_dirty(key, node))
+    Scheduling.dirty_fallback(Native.score(key, node), Native.score_dirty(key, node))
   end
 
   def score(%__MODULE__{hash_fn: hash_fn}, key, node), do: hash_fn.({key, node})
@@ -79,7 +81,7 @@ defmodule HRW do
   """
   @spec term_id(term()) :: non_neg_integer()
   def term_id(term) do
-    Native.dirty_fallback(Native.term_id(term), Native.term_id_dirty(term))
+    Scheduling.dirty_fallback(Native.term_id(term), Native.term_id_dirty(term))
   end
 
   @doc """
@@ -98,11 +100,18 @@ defmodule HRW do
       ...>   scorer: %HRW{hash_fn: &:erlang.phash2/1})
       "server2"
   """
-  @spec owner(term(), nodes() | HRW.Ring.t(), keyword()) :: term()
+  @spec owner(term(), nodes() | HRW.Ring.t() | HRW.Skeleton.t(), keyword()) :: term()
   def owner(key, nodes, opts \\ [])
 
-  # The common call, with no options, skips option parsing.
+  # The common calls, with no options, skip option parsing.
   def owner(key, nodes, []) when is_list(nodes), do: list_owner(key, nodes)
+  def owner(key, %HRW.Skeleton{} = skeleton, []), do: HRW.Skeleton.owner(skeleton, key)
+  def owner(key, %HRW.Ring{} = ring, []), do: HRW.Ring.owner(ring, key)
+
+  def owner(key, %HRW.Skeleton{} = skeleton, opts) do
+    _ = scorer(opts, "HRW.owner/3")
+    HRW.Skeleton.owner(skeleton, key)
+  end
 
   def owner(key, %HRW.Ring{} = ring, opts) do
     _ = scorer(opts, "HRW.owner/3")
@@ -138,8 +147,14 @@ defmodule HRW do
       ...>   scorer: %HRW{hash_fn: &:erlang.phash2/1})
       ["server2", "server3"]
   """
-  @spec owners(term(), nodes() | HRW.Ring.t(), non_neg_integer(), keyword()) :: [term()]
+  @spec owners(term(), nodes() | HRW.Ring.t() | HRW.Skeleton.t(), non_neg_integer(), keyword()) ::
+          [term()]
   def owners(key, nodes, count, opts \\ [])
+
+  def owners(key, %HRW.Skeleton{} = skeleton, count, opts) do
+    _ = scorer(opts, "HRW.owners/4")
+    HRW.Skeleton.owners(skeleton, key, checked_count(count))
+  end
 
   def owners(key, %HRW.Ring{} = ring, count, opts) do
     _ = scorer(opts, "HRW.owners/4")
@@ -158,28 +173,125 @@ defmodule HRW do
 
   def owners(_key, nodes, _count, _opts), do: raise(ArgumentError, not_nodes(nodes))
 
+  @doc """
+  Builds an O(log n) skeleton of `nodes` for `owner/3` and `owners/4`: fair,
+  churn-stable, in a NIF resource. See `HRW.Skeleton`.
+
+  ## Options
+
+    * `:cluster_size` - the most nodes in a leaf of the trie; a lookup scans one
+      leaf exactly. Defaults to `16`. At or below this many nodes the skeleton's
+      owners are exactly the list's. Larger leaves mean fewer levels, slightly
+      slower lookups and larger (rarer) key movements when a leaf splits.
+    * `:fanout` - accepted for compatibility with hrw 0.2.1 and shown by `inspect`;
+      the trie is binary (one coin per level) whatever its value. Defaults to `2`.
+    * `:scorer` - `%HRW{}` (default), `%HRW.Weighted{}` for `{node, weight}` nodes
+      (each node's share is `w/Σw`), or an Elixir scorer (lookups then score every
+      node with it, exactly but in O(n)).
+
+  ## Examples
+
+      iex> skeleton = HRW.build(["server1", "server2", "server3"])
+      #HRW.Skeleton<3 nodes, cluster_size: 16, fanout: 2, scorer: %HRW{hash_fn: nil}>
+      iex> HRW.owner("192.168.0.2", skeleton) == HRW.owner("192.168.0.2", ["server1", "server2", "server3"])
+      true
+  """
+  @spec build(nodes(), keyword()) :: HRW.Skeleton.t()
+  def build(nodes, opts \\ []), do: HRW.Skeleton.build(nodes, opts)
+
+  @typedoc "Where keys are looked up: a node list, a ring or a skeleton."
+  @type target :: nodes() | HRW.Ring.t() | HRW.Skeleton.t()
+
+  @doc """
+  The owners of many keys at once, in key order: equal to
+  `Enum.map(keys, &HRW.owner(&1, target, opts))`, in one NIF call.
+
+  Batches above ~0.5 ms of work run on a dirty CPU scheduler, and batches of
+  20,000 keys or more are spread over a pool of as many threads as there are dirty
+  CPU schedulers; the calling process waits, other processes keep running. A list
+  target is prepared once for the whole batch. Options as for `owner/3`.
+
+  ## Examples
+
+      iex> nodes = ["cache-1", "cache-2", "cache-3"]
+      iex> HRW.owner_batch(["user:1", "user:2", "user:3", "user:4"], HRW.Ring.new(nodes))
+      ["cache-3", "cache-3", "cache-3", "cache-1"]
+      iex> HRW.owner_batch(["user:1", "user:2"], nodes) == Enum.map(["user:1", "user:2"], &HRW.owner(&1, nodes))
+      true
+  """
+  @spec owner_batch([term()], target(), keyword()) :: [term()]
+  def owner_batch(keys, target, opts \\ []), do: HRW.Batch.owners(keys, target, opts)
+
+  @doc """
+  Groups keys by owner: `%{node => keys}`, each group in key order, nodes that own
+  no key left out. The shape a router needs to send one request per node. Runs like
+  `owner_batch/3`.
+
+  ## Examples
+
+      iex> HRW.group_by_owner(["user:1", "user:4", "user:2", "user:5"], ["cache-1", "cache-2", "cache-3"])
+      %{"cache-1" => ["user:4", "user:5"], "cache-3" => ["user:1", "user:2"]}
+  """
+  @spec group_by_owner([term()], target(), keyword()) :: %{term() => [term()]}
+  def group_by_owner(keys, target, opts \\ []), do: HRW.Batch.groups(keys, target, opts)
+
+  @doc """
+  The movement plan between two placements: `{key, from, to}` for every key whose
+  owner differs between `before` and `after` (node lists, rings or skeletons), in key
+  order. What a cache or store must copy when membership changes.
+
+  ## Examples
+
+      iex> before = HRW.Ring.new(["a", "b", "c"])
+      iex> later = HRW.Ring.new(["a", "b", "c", "d"])
+      iex> keys = Enum.map(1..1000, &"key-\#{&1}")
+      iex> moves = HRW.moves(keys, before, later)
+      iex> Enum.all?(moves, fn {_key, _from, to} -> to == "d" end)
+      true
+  """
+  @spec moves([term()], target(), target()) :: [{term(), term(), term()}]
+  def moves(keys, before, later), do: HRW.Batch.moves(keys, before, later)
+
+  @doc """
+  The fraction of `keys` whose owner differs between `before` and `after`: a sample
+  estimate of how much a membership change moves.
+
+  ## Examples
+
+      iex> keys = Enum.map(1..10_000, &"key-\#{&1}")
+      iex> f = HRW.moved_fraction(keys, ["a", "b", "c"], ["a", "b"])
+      iex> f > 0.28 and f < 0.39
+      true
+  """
+  @spec moved_fraction([term()], target(), target()) :: float()
+  def moved_fraction([], _before, _later), do: 0.0
+
+  def moved_fraction(keys, before, later) do
+    length(moves(keys, before, later)) / length(keys)
+  end
+
   # -- native calls ------------------------------------------------------------
 
   defp list_owner(key, nodes) do
-    Native.dirty_fallback(Native.list_owner(key, nodes), Native.list_owner_dirty(key, nodes))
+    Scheduling.dirty_fallback(Native.list_owner(key, nodes), Native.list_owner_dirty(key, nodes))
   end
 
   defp list_owners(key, nodes, count) do
-    Native.dirty_fallback(
+    Scheduling.dirty_fallback(
       Native.list_owners(key, nodes, count),
       Native.list_owners_dirty(key, nodes, count)
     )
   end
 
   defp weighted_list_owner(key, nodes) do
-    Native.dirty_fallback(
+    Scheduling.dirty_fallback(
       Native.weighted_list_owner(key, nodes),
       Native.weighted_list_owner_dirty(key, nodes)
     )
   end
 
   defp weighted_list_owners(key, nodes, count) do
-    Native.dirty_fallback(
+    Scheduling.dirty_fallback(
       Native.weighted_list_owners(key, nodes, count),
       Native.weighted_list_owners_dirty(key, nodes, count)
     )

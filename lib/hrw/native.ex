@@ -2,10 +2,9 @@ defmodule HRW.Native do
   @moduledoc false
   # NIF declarations only: the one module that knows a NIF exists.
   #
-  # Protocol: a NIF raises `ArgumentError` itself for bad input. A NIF that may see
-  # large input runs on a normal scheduler within a work budget (~0.5 ms) and raises
-  # `:hrw_needs_dirty` when its input would exceed it; the caller then calls the
-  # `_dirty` twin, which runs on a dirty CPU scheduler. `dirty_fallback/2` does that.
+  # NIFs raise `ArgumentError` themselves for bad input. `_dirty` twins run on dirty
+  # CPU schedulers (protocol in `HRW.Scheduling`); resource arguments that no longer
+  # decode raise `:hrw_stale_resource` (handled by `HRW.Prepared`).
 
   @on_load :load_nif
 
@@ -13,17 +12,6 @@ defmodule HRW.Native do
   def load_nif do
     path = :filename.join(:code.priv_dir(:hrw), ~c"native/libhrw_nif")
     :erlang.load_nif(path, 0)
-  end
-
-  @doc false
-  defmacro dirty_fallback(call, dirty_call) do
-    quote do
-      try do
-        unquote(call)
-      catch
-        :error, :hrw_needs_dirty -> unquote(dirty_call)
-      end
-    end
   end
 
   def term_id(_term), do: err()
@@ -48,6 +36,23 @@ defmodule HRW.Native do
   def ring_owner_dirty(_ring, _key), do: err()
   def ring_owners(_ring, _key, _count), do: err()
   def ring_owners_dirty(_ring, _key, _count), do: err()
+
+  def skeleton_new(_nodes, _weighted, _leaf_size), do: err()
+  def skeleton_new_dirty(_nodes, _weighted, _leaf_size), do: err()
+  def skeleton_owner(_skeleton, _key), do: err()
+  def skeleton_owner_dirty(_skeleton, _key), do: err()
+  def skeleton_owners(_skeleton, _key, _count), do: err()
+  def skeleton_owners_dirty(_skeleton, _key, _count), do: err()
+
+  def batch_owners(_keys, _target, _threads), do: err()
+  def batch_owners_dirty(_keys, _target, _threads), do: err()
+  def batch_groups(_keys, _target, _threads), do: err()
+  def batch_groups_dirty(_keys, _target, _threads), do: err()
+  def batch_moves(_keys, _before, _after, _threads), do: err()
+  def batch_moves_dirty(_keys, _before, _after, _threads), do: err()
+
+  def bounded_assignments(_keys, _nodes, _epsilon), do: err()
+  def bounded_assignments_dirty(_keys, _nodes, _epsilon), do: err()
 
   defp err, do: :erlang.nif_error(:nif_not_loaded)
 end

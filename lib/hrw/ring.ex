@@ -19,8 +19,8 @@ defmodule HRW.Ring do
   in `:persistent_term` or ETS freely.
   """
 
-  require HRW.Native
-  alias HRW.Native
+  require HRW.Scheduling
+  alias HRW.{Native, Prepared, Scheduling}
 
   @enforce_keys [:nodes, :weights, :resource, :fingerprint]
   defstruct @enforce_keys
@@ -67,11 +67,7 @@ defmodule HRW.Ring do
       ["a", "b"]
   """
   @spec nodes(t()) :: [term()]
-  def nodes(%__MODULE__{nodes: nodes, weights: nil}), do: Tuple.to_list(nodes)
-
-  def nodes(%__MODULE__{nodes: nodes, weights: weights}) do
-    Enum.zip(Tuple.to_list(nodes), Tuple.to_list(weights))
-  end
+  def nodes(%__MODULE__{nodes: nodes, weights: weights}), do: Prepared.entries(nodes, weights)
 
   @doc """
   The number of distinct nodes.
@@ -97,7 +93,7 @@ defmodule HRW.Ring do
   @spec owners(t(), term(), non_neg_integer()) :: [term()]
   def owners(%__MODULE__{nodes: nodes, resource: resource} = ring, key, count) do
     indices =
-      Native.dirty_fallback(
+      Scheduling.dirty_fallback(
         Native.ring_owners(resource, key, count),
         Native.ring_owners_dirty(resource, key, count)
       )
@@ -108,32 +104,21 @@ defmodule HRW.Ring do
   end
 
   defp build(nodes, weighted?) do
-    Native.dirty_fallback(
+    Scheduling.dirty_fallback(
       Native.ring_new(nodes, weighted?),
       Native.ring_new_dirty(nodes, weighted?)
     )
   end
 
-  # The struct's resource is unusable here (another node, or gone): rebuild it from
-  # the nodes, once per process and fingerprint.
-  defp rebuilt(%__MODULE__{fingerprint: fingerprint} = ring) do
-    case Process.get({__MODULE__, :rebuilt}) do
-      {^fingerprint, resource} ->
-        %{ring | resource: resource}
-
-      _ ->
-        {resource, _, _, ^fingerprint} = build(nodes(ring), ring.weights != nil)
-        Process.put({__MODULE__, :rebuilt}, {fingerprint, resource})
-        %{ring | resource: resource}
-    end
-  end
+  @doc false
+  # The ring with a resource usable in this process.
+  @spec rebuilt(t()) :: t()
+  def rebuilt(ring), do: Prepared.rebuilt(ring, &build(nodes(&1), &1.weights != nil))
 
   defimpl Inspect do
     def inspect(ring, _opts) do
-      n = HRW.Ring.size(ring)
-      label = if n == 1, do: "node", else: "nodes"
-      weighted = if ring.weights, do: ", weighted", else: ""
-      "#HRW.Ring<#{n} #{label}#{weighted}>"
+      extras = if ring.weights, do: ["weighted"], else: []
+      HRW.Prepared.label("HRW.Ring", HRW.Ring.size(ring), extras)
     end
   end
 end

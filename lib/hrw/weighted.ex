@@ -19,7 +19,6 @@ defmodule HRW.Weighted do
   """
   @behaviour HRW.Scorer
 
-  require HRW.Native
   alias HRW.Native
 
   import Bitwise

@@ -1,27 +1,31 @@
 defmodule Mix.Tasks.Hrw.Report do
-  @shortdoc "Reports hrw's placements, fairness, churn and lookup speed"
+  @shortdoc "Reports hrw's placements, fairness, churn and lookup speed, with an SVG"
   @moduledoc """
   The project's main job: evidence that hrw places keys fairly, moves few keys under
   churn, and answers fast.
 
-      mix hrw.report [--keys 100000] [--large]
+      mix hrw.report [--keys 100000] [--large] [--out hrw-report]
 
-  Sections:
+  For 10, 100, 1000 and 10,000 nodes (and 100,000 with `--large`):
 
     * owners of sample keys;
-    * load per node for `--keys` keys over 10, 100, 1000 and 10,000 nodes (100,000
-      too with `--large`): min, max, standard deviation as % of the mean, and
+    * load per node for `--keys` keys, for the list (a ring gives the same owners)
+      and the skeleton: min, max, standard deviation as % of the mean, and
       Pearson's χ² against the bound (N−1) + 8·√(2(N−1));
     * keys moved when one node joins and when one leaves, against the ideal 1/(N+1);
-    * median lookup time of `HRW.owner/2` on a list next to hrw 0.2.1's pure-Elixir
-      algorithm (sort, dedup, `:erlang.phash2` max) in the same run, varying keys.
+    * median lookup times of `HRW.owner/2` on a list, a ring and a skeleton, next to
+      hrw 0.2.1's pure-Elixir algorithm (sort, dedup, `:erlang.phash2` max), all
+      in the same run with varying keys.
 
-  Medians of repeated timed batches; the machine's noise shows in the spread, so
-  compare the ratios rather than absolute times across runs.
+  It writes `report.svg` (load histogram and movement against node count) into
+  `--out` and prints its path. Timings are medians of repeated batches; compare
+  ratios, not absolute times across runs.
   """
   use Mix.Task
 
-  @switches [keys: :integer, large: :boolean, help: :boolean]
+  alias HRW.ReportSVG
+
+  @switches [keys: :integer, large: :boolean, out: :string, help: :boolean]
 
   @impl Mix.Task
   def run(args) do
@@ -33,70 +37,95 @@ defmodule Mix.Tasks.Hrw.Report do
       Mix.Task.run("app.start")
       keys = Keyword.get(opts, :keys, 100_000)
       sizes = if opts[:large], do: [10, 100, 1000, 10_000, 100_000], else: [10, 100, 1000, 10_000]
-      report(keys, sizes)
+      report(keys, sizes, Keyword.get(opts, :out, "hrw-report"))
     end
   end
 
-  defp report(keys, sizes) do
+  defp report(key_count, sizes, out) do
+    keys = Enum.map(1..key_count, &"key-#{&1}")
+    sample_owners()
+    loads = load_section(keys, sizes)
+    movement = movement_section(keys, sizes)
+    speed_section(sizes)
+
+    File.mkdir_p!(out)
+    path = Path.join(out, "report.svg")
+    File.write!(path, ReportSVG.render(loads, movement, key_count))
+    Mix.shell().info("\nWrote #{Path.expand(path)}")
+  end
+
+  defp sample_owners do
     section("Owners of sample keys over cache-1 .. cache-5")
     nodes = Enum.map(1..5, &"cache-#{&1}")
+    skeleton = HRW.build(nodes)
 
     for key <- ["user:42", "user:43", "session:9f2c", {:tenant, 7}, 12_345] do
       line(
         "#{pad(inspect(key), 16)} -> #{HRW.owner(key, nodes)}   top 3: " <>
-          inspect(HRW.owners(key, nodes, 3))
+          "#{inspect(HRW.owners(key, nodes, 3))}   skeleton: #{HRW.owner(key, skeleton)}"
       )
     end
+  end
 
-    section("Load per node, #{keys} keys \"key-i\", nodes \"node-i\"")
-    line(row(["nodes", "min", "max", "stddev %", "chi2", "bound", "fair"]))
-    key_list = Enum.map(1..keys, &"key-#{&1}")
+  defp load_section(keys, sizes) do
+    section("Load per node, #{length(keys)} keys \"key-i\", nodes \"node-i\"")
+    line(row(["nodes", "structure", "min", "max", "stddev %", "chi2", "bound", "fair"]))
 
-    for n <- sizes do
-      progress("  counting #{n} nodes ...")
-      nodes = node_names(n)
-      counts = Enum.frequencies(Enum.map(key_list, &HRW.owner(&1, nodes)))
-      loads = Enum.map(nodes, &Map.get(counts, &1, 0))
-      mean = keys / n
+    for n <- sizes, {name, target} <- structures(node_names(n)), into: %{} do
+      progress("  counting #{name} of #{n} nodes")
+      loads = loads(keys, target, n)
+      mean = length(keys) / n
       sd = :math.sqrt(Enum.sum(Enum.map(loads, &((&1 - mean) ** 2))) / n)
       chi = Enum.sum(Enum.map(loads, &((&1 - mean) ** 2 / mean)))
       bound = n - 1 + 8 * :math.sqrt(2 * (n - 1))
-
-      line(
-        row(
-          [n, Enum.min(loads), Enum.max(loads), fmt(100 * sd / mean), fmt(chi), fmt(bound)] ++
-            [if(chi <= bound, do: "yes", else: "NO")]
-        )
-      )
+      fair = if chi <= bound, do: "yes", else: "NO"
+      cells = [n, name, Enum.min(loads), Enum.max(loads), fmt(100 * sd / mean), fmt(chi)]
+      line(row(cells ++ [fmt(bound), fair]))
+      {{name, n}, loads}
     end
+  end
 
-    section("Keys moved by one join / one leave (#{keys} keys), ideal 1/(N+1)")
-    line(row(["nodes", "join %", "leave %", "ideal %"]))
+  defp movement_section(keys, sizes) do
+    section("Keys moved by one join / one leave (#{length(keys)} keys), ideal 1/(N+1)")
+    line(row(["nodes", "structure", "join %", "leave %", "ideal %", "join xN", "leave xN"]))
 
-    for n <- sizes do
-      progress("  churning #{n} nodes ...")
+    for n <- sizes, {name, build} <- builders() do
+      progress("  churning #{name} of #{n} nodes")
       nodes = node_names(n)
-      before = Enum.map(key_list, &HRW.owner(&1, nodes))
-      joined = Enum.map(key_list, &HRW.owner(&1, ["node-new" | nodes]))
-      left = Enum.map(key_list, &HRW.owner(&1, tl(nodes)))
-
-      line(
-        row(
-          [n, pct(changed(before, joined), keys), pct(changed(before, left), keys)] ++
-            [fmt(100 / (n + 1))]
-        )
-      )
+      before = build.(nodes)
+      joined = HRW.moved_fraction(keys, before, build.(["node-new" | nodes]))
+      left = HRW.moved_fraction(keys, before, build.(List.delete(nodes, "node-#{div(n, 2)}")))
+      cells = [n, name, fmt(100 * joined), fmt(100 * left), fmt(100 / (n + 1))]
+      line(row(cells ++ [fmt(joined * n), fmt(left * n)]))
+      %{structure: name, nodes: n, join: joined, leave: left}
     end
+  end
 
-    section("Lookup time, median ns per call (varying keys)")
-    line(row(["nodes", "HRW.owner", "ns/node", "hrw 0.2.1", "speed-up"]))
+  defp speed_section(sizes) do
+    section("Lookup time, median ns per HRW.owner call (varying keys)")
+    line(row(["nodes", "list", "ring", "skeleton", "hrw 0.2.1", "list/node", "vs hrw"]))
 
     for n <- Enum.take(sizes, 4) do
+      progress("  timing #{n} nodes")
       nodes = node_names(n)
-      ours = median_ns(&HRW.owner(&1, nodes), n)
-      theirs = median_ns(&phash2_owner(&1, nodes), n)
-      line(row([n, fmt(ours), fmt(ours / n), fmt(theirs), fmt(theirs / ours) <> "x"]))
+      ring = HRW.Ring.new(nodes)
+      skeleton = HRW.build(nodes)
+      list = median_ns(&HRW.owner(&1, nodes), n)
+      ring_ns = median_ns(&HRW.owner(&1, ring), 1)
+      skeleton_ns = median_ns(&HRW.owner(&1, skeleton), 1)
+      theirs = median_ns(&phash2_owner(&1, nodes), n * 10)
+      cells = [n, fmt(list), fmt(ring_ns), fmt(skeleton_ns), fmt(theirs), fmt(list / n)]
+      line(row(cells ++ [fmt(theirs / list) <> "x"]))
     end
+  end
+
+  defp structures(nodes), do: [{"list", nodes}, {"skeleton", HRW.build(nodes)}]
+
+  defp builders, do: [{"list", & &1}, {"skeleton", &HRW.build/1}]
+
+  defp loads(keys, target, n) do
+    counts = keys |> HRW.owner_batch(target) |> Enum.frequencies()
+    Enum.map(0..(n - 1), &Map.get(counts, "node-#{&1}", 0))
   end
 
   # hrw 0.2.1's stateless algorithm, written here as the yardstick.
@@ -104,9 +133,10 @@ defmodule Mix.Tasks.Hrw.Report do
     nodes |> Enum.sort() |> Enum.dedup() |> Enum.max_by(&:erlang.phash2({key, &1}))
   end
 
-  # Median over 7 batches of the per-call time; batches sized to ~20 ms of work.
-  defp median_ns(fun, n) do
-    per_batch = max(20, div(2_000_000, n * 10))
+  # Median over 7 batches of the per-call time, each batch ~10-20 ms of work for a
+  # call costing about `weight` units.
+  defp median_ns(fun, weight) do
+    per_batch = max(20, min(20_000, div(2_000_000, weight * 10)))
     keys = Enum.map(1..per_batch, &"k#{&1}")
     Enum.each(keys, fun)
 
@@ -118,17 +148,15 @@ defmodule Mix.Tasks.Hrw.Report do
     |> Enum.at(3)
   end
 
-  defp changed(a, b), do: Enum.zip(a, b) |> Enum.count(fn {x, y} -> x != y end)
   defp node_names(n), do: Enum.map(0..(n - 1), &"node-#{&1}")
-  defp pct(count, total), do: fmt(100 * count / total)
 
   defp fmt(x) when is_float(x) and x >= 100, do: :erlang.float_to_binary(x, decimals: 0)
   defp fmt(x) when is_float(x), do: :erlang.float_to_binary(x, decimals: 2)
   defp fmt(x), do: to_string(x)
 
-  defp row(cells), do: cells |> Enum.map(&pad(to_string(&1), 11)) |> Enum.join(" ")
+  defp row(cells), do: cells |> Enum.map(&pad(to_string(&1), 10)) |> Enum.join(" ")
   defp pad(s, w), do: String.pad_leading(s, w)
   defp section(title), do: Mix.shell().info("\n## " <> title)
   defp line(text), do: Mix.shell().info(text)
-  defp progress(text), do: IO.write(:stderr, text <> "\r")
+  defp progress(text), do: IO.write(:stderr, String.pad_trailing(text, 40) <> "\r")
 end

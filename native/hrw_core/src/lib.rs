@@ -6,12 +6,15 @@
 //! * [`n3`]: the score function (a frozen contract).
 //! * [`scan`]: argmax / top-k over prepared node ids, portable and SIMD backends.
 //! * [`ring`]: the exact prepared ring; [`nodes`]: deduplication of node sets.
+//! * [`bounded`]: bounded-load assignment of a known key set.
 //! * [`term_hash`]: the canonical term-id scheme's primitive encodings.
 
+pub mod bounded;
 pub mod n3;
 pub mod nodes;
 pub mod ring;
 pub mod scan;
+pub mod skeleton;
 pub mod term_hash;
 pub mod weighted;
 

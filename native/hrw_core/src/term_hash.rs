@@ -6,7 +6,7 @@
 //! Compound terms hash their children's ids (8 bytes little-endian each), never
 //! their memory layout: ids do not depend on word size, endianness or OTP version.
 
-use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed, Xxh3};
+use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
 
 /// Seed for every non-binary term: the ASCII bytes "HRW1TERM" read big-endian.
 pub const TERM_SEED: u64 = 0x4852_5731_5445_524D;
@@ -43,10 +43,10 @@ pub fn integer(negative: bool, magnitude_le: &[u8]) -> u64 {
         .map_or(0, |last| last + 1);
     let magnitude = &magnitude_le[..len];
     let negative = negative && len > 0;
-    let mut hasher = Xxh3::with_seed(TERM_SEED);
-    hasher.update(&[tag::INTEGER, negative as u8]);
-    hasher.update(magnitude);
-    hasher.digest()
+    let mut buf = Encoding::new(tag::INTEGER, 1 + len);
+    buf.push(&[negative as u8]);
+    buf.push(magnitude);
+    buf.hash()
 }
 
 /// Id of an integer that fits in an `i64`.
@@ -71,11 +71,10 @@ pub fn atom(name: &[u8]) -> u64 {
 /// Id of a bitstring whose length `bits` is not a multiple of 8. `bytes` holds
 /// `ceil(bits / 8)` bytes, the last one's unused low-order bits set to zero.
 pub fn bitstring(bytes: &[u8], bits: u64) -> u64 {
-    let mut hasher = Xxh3::with_seed(TERM_SEED);
-    hasher.update(&[tag::BITSTRING]);
-    hasher.update(&bits.to_le_bytes());
-    hasher.update(bytes);
-    hasher.digest()
+    let mut buf = Encoding::new(tag::BITSTRING, 8 + bytes.len());
+    buf.push(&bits.to_le_bytes());
+    buf.push(bytes);
+    buf.hash()
 }
 
 /// Id of a tuple from its elements' ids.
@@ -96,13 +95,12 @@ pub fn improper_list(ids: &[u64], tail: u64) -> u64 {
 /// Id of a map from `(key id, value id)` pairs in any order (sorted here).
 pub fn map(entries: &mut [(u64, u64)]) -> u64 {
     entries.sort_unstable();
-    let mut hasher = Xxh3::with_seed(TERM_SEED);
-    hasher.update(&[tag::MAP]);
+    let mut buf = Encoding::new(tag::MAP, 16 * entries.len());
     for (k, v) in entries.iter() {
-        hasher.update(&k.to_le_bytes());
-        hasher.update(&v.to_le_bytes());
+        buf.push(&k.to_le_bytes());
+        buf.push(&v.to_le_bytes());
     }
-    hasher.digest()
+    buf.hash()
 }
 
 /// Id of a node-local term (pid, port, reference, fun) from an opaque encoding
@@ -112,19 +110,63 @@ pub fn opaque(tag: u8, encoding: &[u8]) -> u64 {
 }
 
 fn tagged_bytes(tag: u8, bytes: &[u8]) -> u64 {
-    let mut hasher = Xxh3::with_seed(TERM_SEED);
-    hasher.update(&[tag]);
-    hasher.update(bytes);
-    hasher.digest()
+    let mut buf = Encoding::new(tag, bytes.len());
+    buf.push(bytes);
+    buf.hash()
 }
 
 fn tagged_ids(tag: u8, ids: &[u64], tail: Option<u64>) -> u64 {
-    let mut hasher = Xxh3::with_seed(TERM_SEED);
-    hasher.update(&[tag]);
+    let mut buf = Encoding::new(tag, 8 * (ids.len() + 1));
     for id in ids.iter().chain(tail.iter()) {
-        hasher.update(&id.to_le_bytes());
+        buf.push(&id.to_le_bytes());
     }
-    hasher.digest()
+    buf.hash()
+}
+
+/// A tagged encoding being assembled: on the stack when small (most terms), then
+/// hashed in one shot. (One-shot XXH3 with a seed is several times cheaper than the
+/// streaming hasher, which derives a seeded secret first; the digests are equal.)
+struct Encoding {
+    small: [u8; 64],
+    len: usize,
+    large: Vec<u8>,
+}
+
+impl Encoding {
+    fn new(tag: u8, payload: usize) -> Encoding {
+        let mut e = Encoding {
+            small: [0; 64],
+            len: 0,
+            large: if payload < 64 {
+                Vec::new()
+            } else {
+                Vec::with_capacity(payload + 1)
+            },
+        };
+        e.push(&[tag]);
+        e
+    }
+
+    #[inline]
+    fn push(&mut self, bytes: &[u8]) {
+        if self.large.capacity() == 0 && self.len + bytes.len() <= self.small.len() {
+            self.small[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+            self.len += bytes.len();
+        } else {
+            if self.large.is_empty() {
+                self.large.extend_from_slice(&self.small[..self.len]);
+            }
+            self.large.extend_from_slice(bytes);
+        }
+    }
+
+    fn hash(&self) -> u64 {
+        if self.large.is_empty() {
+            xxh3_64_with_seed(&self.small[..self.len], TERM_SEED)
+        } else {
+            xxh3_64_with_seed(&self.large, TERM_SEED)
+        }
+    }
 }
 
 #[cfg(test)]

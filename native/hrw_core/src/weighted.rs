@@ -108,6 +108,25 @@ mod tests {
     }
 
     #[test]
+    fn pinned_weighted_owners() {
+        // docs/reference.py: owners of "key-1".."key-20" over these weighted nodes.
+        let names = ["a", "b", "c", "d", "e"];
+        let weights = [1.0, 2.0, 3.0, 10.0, 0.5];
+        let nodes: Vec<(u64, f64)> = names
+            .iter()
+            .zip(weights)
+            .map(|(n, w)| (crate::term_hash::binary(n.as_bytes()), w))
+            .collect();
+        let owners: String = (1..=20)
+            .map(|i| {
+                let key = crate::term_hash::binary(format!("key-{i}").as_bytes());
+                names[argmin(&nodes, n3::prep(key)).unwrap()]
+            })
+            .collect();
+        assert_eq!(owners, "ddddddddbdccdedddcdd");
+    }
+
+    #[test]
     fn equal_weights_pick_the_unweighted_owner() {
         let nodes: Vec<u64> = (0..50u64)
             .map(|i| i.wrapping_mul(0x9e3779b97f4a7c15))

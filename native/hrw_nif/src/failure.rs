@@ -80,6 +80,11 @@ impl Budget {
         }
     }
 
+    /// Whether this budget can run out (a normal-scheduler call).
+    pub fn is_limited(&self) -> bool {
+        self.limited
+    }
+
     /// Spend `cost` units, failing with `NeedsDirty` when a normal call runs out.
     #[inline]
     pub fn charge(&mut self, cost: u64) -> Outcome<()> {

@@ -5,10 +5,13 @@
 //! and a `_dirty` twin on a dirty CPU scheduler. `lib/hrw/native.ex` documents the
 //! protocol on the Elixir side.
 
+mod batch;
+mod bounded;
 mod failure;
 mod list;
 mod nodeset;
 mod ring;
+mod skeleton;
 mod term_id;
 mod weighted;
 

@@ -6,7 +6,7 @@ use crate::term_id::term_id;
 use hrw_core::ring::Ring;
 use rustler::{Env, NifResult, Resource, ResourceArc, Term};
 
-pub struct RingResource(Ring);
+pub struct RingResource(pub Ring);
 
 #[rustler::resource_impl]
 impl Resource for RingResource {}

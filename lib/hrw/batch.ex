@@ -1,0 +1,105 @@
+defmodule HRW.Batch do
+  @moduledoc false
+  # Many keys in one NIF call (see `HRW.owner_batch/3`). Small batches run on the
+  # calling scheduler; batches over the ~0.5 ms work budget move to a dirty CPU
+  # scheduler, where batches of 20,000 keys or more are split over a rayon pool of
+  # as many threads as there are dirty CPU schedulers online.
+
+  require HRW.Scheduling
+  alias HRW.{Native, Scheduling}
+
+  @spec owners([term()], HRW.target(), keyword()) :: [term()]
+  def owners(keys, target, opts) do
+    native(keys, [target], opts, &Enum.map(keys, fn key -> HRW.owner(key, &1, opts) end), fn
+      [t], threads ->
+        Scheduling.dirty_fallback(
+          Native.batch_owners(keys, t, threads),
+          Native.batch_owners_dirty(keys, t, threads)
+        )
+    end)
+  end
+
+  @spec groups([term()], HRW.target(), keyword()) :: %{term() => [term()]}
+  def groups(keys, target, opts) do
+    fallback = fn t -> keys |> Enum.group_by(&HRW.owner(&1, t, opts)) end
+
+    native(keys, [target], opts, fallback, fn [t], threads ->
+      Scheduling.dirty_fallback(
+        Native.batch_groups(keys, t, threads),
+        Native.batch_groups_dirty(keys, t, threads)
+      )
+    end)
+  end
+
+  @spec moves([term()], HRW.target(), HRW.target()) :: [{term(), term(), term()}]
+  def moves(keys, before, later) do
+    elixir? = elixir_scored?(before, []) or elixir_scored?(later, [])
+
+    if elixir? do
+      for key <- checked_keys(keys),
+          from = HRW.owner(key, before),
+          to = HRW.owner(key, later),
+          from != to,
+          do: {key, from, to}
+    else
+      run_native(keys, [before, later], [], fn [a, b], threads ->
+        Scheduling.dirty_fallback(
+          Native.batch_moves(keys, a, b, threads),
+          Native.batch_moves_dirty(keys, a, b, threads)
+        )
+      end)
+    end
+  end
+
+  defp native(keys, [target], opts, fallback, call) do
+    if elixir_scored?(target, opts) do
+      checked_keys(keys)
+      fallback.(target)
+    else
+      run_native(keys, [target], opts, call)
+    end
+  end
+
+  defp run_native(keys, targets, opts, call) do
+    checked_keys(keys)
+    threads = :erlang.system_info(:dirty_cpu_schedulers_online)
+
+    try do
+      call.(Enum.map(targets, &native_target(&1, opts)), threads)
+    catch
+      :error, :hrw_stale_resource ->
+        call.(Enum.map(targets, &native_target(rebuilt(&1), opts)), threads)
+    end
+  end
+
+  defp native_target(%HRW.Ring{resource: r, nodes: nodes}, _opts), do: {:ring, r, nodes}
+  defp native_target(%HRW.Skeleton{resource: r, nodes: nodes}, _opts), do: {:skeleton, r, nodes}
+
+  defp native_target(nodes, opts) when is_list(nodes) do
+    {:list, HRW.checked_nodes!(nodes), HRW.scorer(opts, "HRW batch") == :weighted}
+  end
+
+  defp native_target(other, _opts) do
+    raise ArgumentError,
+          "expected nodes to be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
+            inspect(other, limit: 5)
+  end
+
+  defp rebuilt(%HRW.Ring{} = ring), do: HRW.Ring.rebuilt(ring)
+  defp rebuilt(%HRW.Skeleton{} = skeleton), do: HRW.Skeleton.rebuilt(skeleton)
+  defp rebuilt(other), do: other
+
+  # Scorers that run in Elixir have no native batch: they fall back to one lookup per key.
+  defp elixir_scored?(%HRW.Skeleton{resource: nil}, _opts), do: true
+
+  defp elixir_scored?(nodes, opts) when is_list(nodes),
+    do: is_struct(HRW.scorer(opts, "HRW batch"))
+
+  defp elixir_scored?(_prepared, _opts), do: false
+
+  defp checked_keys(keys) when is_list(keys), do: keys
+
+  defp checked_keys(keys) do
+    raise ArgumentError, "keys must be a list, got: #{inspect(keys, limit: 5)}"
+  end
+end

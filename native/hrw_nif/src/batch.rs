@@ -1,0 +1,282 @@
+//! Many keys in one call: owners, groups by owner, movement between two structures.
+//!
+//! Three phases. (1) On the calling thread, walk the key list: binary keys are kept
+//! as byte slices, other keys are hashed to ids right away (term access stays on the
+//! scheduler thread). (2) Hash the byte slices and look every key up; in a dirty call
+//! with enough keys this runs on our rayon pool. The slices point into binaries owned
+//! by the calling process, which is suspended in this NIF call, so they stay valid
+//! and unchanged while the pool reads them. (3) Back on the calling thread, build the
+//! result terms from the owner indices.
+
+use crate::failure::{bad_arg, Budget, Outcome};
+use crate::nodeset;
+use crate::ring::{self, RingResource};
+use crate::skeleton::{self, SkeletonResource, LOOKUP_COST};
+use crate::term_id::{term_id, COST_PER_TERM};
+use hrw_core::ring::Ring;
+use hrw_core::term_hash;
+use rayon::prelude::*;
+use rustler::types::tuple::get_tuple;
+use rustler::{Atom, Binary, Encoder, Env, NifResult, ResourceArc, Term};
+use std::sync::OnceLock;
+
+mod atoms {
+    rustler::atoms! { ring, skeleton, list }
+}
+
+/// Below this many keys a parallel split costs more than it saves (measured; see
+/// README "Batches").
+const PARALLEL_MIN_KEYS: usize = 20_000;
+/// Keys per rayon task.
+const PARALLEL_CHUNK: usize = 4_096;
+/// Budget units per key for walking, hashing and building its result.
+const COST_PER_KEY: u64 = COST_PER_TERM + 8;
+
+/// What a key is looked up in: pure Rust, shared by the pool's threads.
+enum Lookup {
+    Ring(ResourceArc<RingResource>),
+    Skeleton(ResourceArc<SkeletonResource>),
+    /// A plain node list, prepared for this call only.
+    List(Ring),
+}
+
+impl Lookup {
+    #[inline]
+    fn owner(&self, key: u64) -> usize {
+        match self {
+            Lookup::Ring(r) => r.0.owner(key).unwrap_or(0),
+            Lookup::Skeleton(s) => s.0.owner(key),
+            Lookup::List(r) => r.owner(key).unwrap_or(0),
+        }
+    }
+
+    fn cost_per_key(&self) -> u64 {
+        let ring_cost = |r: &Ring| r.len() as u64 * if r.is_weighted() { 8 } else { 2 };
+        match self {
+            Lookup::Ring(r) => ring_cost(&r.0),
+            Lookup::Skeleton(_) => LOOKUP_COST,
+            Lookup::List(r) => ring_cost(r),
+        }
+    }
+}
+
+/// A decoded target: `{:ring, resource, nodes}`, `{:skeleton, resource, nodes}` or
+/// `{:list, nodes, weighted?}` (built by the Elixir side).
+struct Target<'a> {
+    lookup: Lookup,
+    nodes: Vec<Term<'a>>,
+}
+
+fn target<'a>(term: Term<'a>, budget: &mut Budget) -> Outcome<Target<'a>> {
+    let fields = get_tuple(term).unwrap_or_default();
+    let kind = fields.first().and_then(|f| f.decode::<Atom>().ok());
+    match (kind, fields.as_slice()) {
+        (Some(k), [_, resource, nodes]) if k == atoms::ring() => Ok(Target {
+            lookup: Lookup::Ring(ring::resource(*resource)?),
+            nodes: get_tuple(*nodes).or_else(|_| bad_arg("corrupt ring nodes"))?,
+        }),
+        (Some(k), [_, resource, nodes]) if k == atoms::skeleton() => Ok(Target {
+            lookup: Lookup::Skeleton(skeleton::resource(*resource)?),
+            nodes: get_tuple(*nodes).or_else(|_| bad_arg("corrupt skeleton nodes"))?,
+        }),
+        (Some(k), [_, nodes, weighted]) if k == atoms::list() => {
+            let set = nodeset::decode(*nodes, weighted.decode().unwrap_or(false), budget)?;
+            Ok(Target {
+                lookup: Lookup::List(Ring::new(&set.nodes)),
+                nodes: set.terms,
+            })
+        }
+        _ => bad_arg("expected a node list, an HRW.Ring or an HRW.Skeleton"),
+    }
+}
+
+/// A key as phase 1 leaves it.
+enum KeyRef<'a> {
+    Bytes(&'a [u8]),
+    Id(u64),
+}
+
+impl KeyRef<'_> {
+    #[inline]
+    fn id(&self) -> u64 {
+        match self {
+            KeyRef::Bytes(b) => term_hash::binary(b),
+            KeyRef::Id(id) => *id,
+        }
+    }
+}
+
+/// Phase 1: the key terms (for results) and their hashing inputs, charging
+/// `per_key` for each as it goes (a normal call stops as soon as it is over budget,
+/// without first measuring the whole list).
+fn walk_keys<'a>(
+    keys: Term<'a>,
+    per_key: u64,
+    budget: &mut Budget,
+) -> Outcome<(Vec<Term<'a>>, Vec<KeyRef<'a>>)> {
+    // A dirty call sizes its buffers once (no reallocation of large vectors); a
+    // normal one may stop early, so it grows them as it goes.
+    let expected = if budget.is_limited() {
+        0
+    } else {
+        keys.list_length().unwrap_or(0)
+    };
+    let mut terms = Vec::with_capacity(expected);
+    let mut refs = Vec::with_capacity(expected);
+    let mut rest = keys;
+    while let Ok((key, tail)) = rest.list_get_cell() {
+        budget.charge(per_key)?;
+        terms.push(key);
+        refs.push(match Binary::from_term(key) {
+            Ok(bin) => {
+                budget.charge(bin.len() as u64 / 16)?;
+                KeyRef::Bytes(bin.as_slice())
+            }
+            Err(_) => KeyRef::Id(term_id(key, budget)?),
+        });
+        rest = tail;
+    }
+    if !rest.is_empty_list() {
+        return bad_arg("keys must be a proper list");
+    }
+    Ok((terms, refs))
+}
+
+fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .thread_name(|i| format!("hrw-batch-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// Phase 2: every key's owner index in each lookup.
+fn owner_indices(refs: &[KeyRef], lookups: &[&Lookup], threads: usize) -> Vec<Vec<u32>> {
+    let one = |lookup: &Lookup, key: &KeyRef| lookup.owner(key.id()) as u32;
+    let parallel = threads > 1 && refs.len() >= PARALLEL_MIN_KEYS;
+    match pool(threads).filter(|_| parallel) {
+        Some(pool) => pool.install(|| {
+            lookups
+                .iter()
+                .map(|lookup| {
+                    refs.par_iter()
+                        .with_min_len(PARALLEL_CHUNK)
+                        .map(|k| one(lookup, k))
+                        .collect()
+                })
+                .collect()
+        }),
+        None => lookups
+            .iter()
+            .map(|lookup| refs.iter().map(|k| one(lookup, k)).collect())
+            .collect(),
+    }
+}
+
+/// The shared front of every batch: decode, charge, look up.
+struct Batch<'a> {
+    keys: Vec<Term<'a>>,
+    targets: Vec<Target<'a>>,
+    owners: Vec<Vec<u32>>,
+}
+
+fn run<'a>(
+    keys: Term<'a>,
+    targets: &[Term<'a>],
+    threads: usize,
+    mut budget: Budget,
+) -> Outcome<Batch<'a>> {
+    let targets = targets
+        .iter()
+        .map(|t| target(*t, &mut budget))
+        .collect::<Outcome<Vec<_>>>()?;
+    let per_key: u64 = COST_PER_KEY + targets.iter().map(|t| t.lookup.cost_per_key()).sum::<u64>();
+    let (keys, refs) = walk_keys(keys, per_key, &mut budget)?;
+    let lookups: Vec<&Lookup> = targets.iter().map(|t| &t.lookup).collect();
+    let owners = owner_indices(&refs, &lookups, threads);
+    Ok(Batch {
+        keys,
+        targets,
+        owners,
+    })
+}
+
+fn owners<'a>(
+    env: Env<'a>,
+    keys: Term<'a>,
+    t: Term<'a>,
+    threads: usize,
+    budget: Budget,
+) -> Outcome<Term<'a>> {
+    let b = run(keys, &[t], threads, budget)?;
+    let nodes = &b.targets[0].nodes;
+    let out: Vec<Term<'a>> = b.owners[0].iter().map(|&i| nodes[i as usize]).collect();
+    Ok(out.encode(env))
+}
+
+fn groups<'a>(
+    env: Env<'a>,
+    keys: Term<'a>,
+    t: Term<'a>,
+    threads: usize,
+    budget: Budget,
+) -> Outcome<Term<'a>> {
+    let b = run(keys, &[t], threads, budget)?;
+    let nodes = &b.targets[0].nodes;
+    let mut buckets: Vec<Vec<Term<'a>>> = vec![Vec::new(); nodes.len()];
+    for (key, &i) in b.keys.iter().zip(&b.owners[0]) {
+        buckets[i as usize].push(*key);
+    }
+    let (names, lists): (Vec<Term<'a>>, Vec<Term<'a>>) = buckets
+        .into_iter()
+        .enumerate()
+        .filter(|(_, keys)| !keys.is_empty())
+        .map(|(i, keys)| (nodes[i], keys.encode(env)))
+        .unzip();
+    Term::map_from_term_arrays(env, &names, &lists).or_else(|_| bad_arg("could not build the map"))
+}
+
+/// `{key, from, to}` for every key whose owner differs between the two targets.
+fn moves<'a>(
+    env: Env<'a>,
+    keys: Term<'a>,
+    a: Term<'a>,
+    b: Term<'a>,
+    threads: usize,
+    budget: Budget,
+) -> Outcome<Term<'a>> {
+    let batch = run(keys, &[a, b], threads, budget)?;
+    let (from_nodes, to_nodes) = (&batch.targets[0].nodes, &batch.targets[1].nodes);
+    let out: Vec<Term<'a>> = batch
+        .keys
+        .iter()
+        .zip(batch.owners[0].iter().zip(&batch.owners[1]))
+        .filter_map(|(key, (&i, &j))| {
+            let (from, to) = (from_nodes[i as usize], to_nodes[j as usize]);
+            (from != to).then(|| (*key, from, to).encode(env))
+        })
+        .collect();
+    Ok(out.encode(env))
+}
+
+macro_rules! twin_nifs {
+    ($normal:ident, $dirty:ident, $f:ident, ($($arg:ident),*)) => {
+        #[rustler::nif]
+        fn $normal<'a>(env: Env<'a>, $($arg: Term<'a>,)* threads: usize) -> NifResult<Term<'a>> {
+            Ok($f(env, $($arg,)* threads, Budget::normal())?)
+        }
+
+        #[rustler::nif(schedule = "DirtyCpu")]
+        fn $dirty<'a>(env: Env<'a>, $($arg: Term<'a>,)* threads: usize) -> NifResult<Term<'a>> {
+            Ok($f(env, $($arg,)* threads, Budget::dirty())?)
+        }
+    };
+}
+
+twin_nifs!(batch_owners, batch_owners_dirty, owners, (keys, target));
+twin_nifs!(batch_groups, batch_groups_dirty, groups, (keys, target));
+twin_nifs!(batch_moves, batch_moves_dirty, moves, (keys, before, after));

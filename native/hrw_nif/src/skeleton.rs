@@ -1,0 +1,92 @@
+//! `HRW.Skeleton`: the O(log n) churn-stable skeleton in a NIF resource.
+
+use crate::failure::{Budget, Failure, Outcome};
+use crate::nodeset;
+use crate::term_id::term_id;
+use hrw_core::skeleton::Skeleton;
+use rustler::{Env, NifResult, Resource, ResourceArc, Term};
+
+pub struct SkeletonResource(pub Skeleton);
+
+#[rustler::resource_impl]
+impl Resource for SkeletonResource {}
+
+/// Fingerprint kind of a skeleton (see `hrw_core::nodes::fingerprint`).
+const KIND_SKELETON: u64 = 2;
+
+/// Budget units per node to build (sort and trie), and per lookup (a descent of
+/// ~log2(n/16) coins and one leaf scan; ~30-60 ns).
+const BUILD_COST_PER_NODE: u64 = 60;
+pub const LOOKUP_COST: u64 = 60;
+
+fn build<'a>(
+    env: Env<'a>,
+    nodes: Term<'a>,
+    weighted: bool,
+    leaf_size: usize,
+    mut budget: Budget,
+) -> Outcome<Term<'a>> {
+    let set = nodeset::decode(nodes, weighted, &mut budget)?;
+    budget.charge(set.nodes.len() as u64 * BUILD_COST_PER_NODE)?;
+    let skeleton = Skeleton::build(&set.nodes, leaf_size);
+    let resource = ResourceArc::new(SkeletonResource(skeleton));
+    Ok(set.reply(env, resource, KIND_SKELETON, &[leaf_size as u64], weighted))
+}
+
+pub fn resource(term: Term) -> Outcome<ResourceArc<SkeletonResource>> {
+    term.decode().map_err(|_| Failure::StaleResource)
+}
+
+fn owner(skeleton: Term, key: Term, mut budget: Budget) -> Outcome<usize> {
+    let skeleton = resource(skeleton)?;
+    let key = term_id(key, &mut budget)?;
+    Ok(skeleton.0.owner(key))
+}
+
+fn owners(skeleton: Term, key: Term, count: usize, mut budget: Budget) -> Outcome<Vec<usize>> {
+    let skeleton = resource(skeleton)?;
+    let count = count.min(skeleton.0.len());
+    budget.charge(count as u64 * LOOKUP_COST)?;
+    let key = term_id(key, &mut budget)?;
+    Ok(skeleton.0.owners(key, count))
+}
+
+#[rustler::nif]
+fn skeleton_new<'a>(
+    env: Env<'a>,
+    nodes: Term<'a>,
+    weighted: bool,
+    leaf_size: usize,
+) -> NifResult<Term<'a>> {
+    Ok(build(env, nodes, weighted, leaf_size, Budget::normal())?)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn skeleton_new_dirty<'a>(
+    env: Env<'a>,
+    nodes: Term<'a>,
+    weighted: bool,
+    leaf_size: usize,
+) -> NifResult<Term<'a>> {
+    Ok(build(env, nodes, weighted, leaf_size, Budget::dirty())?)
+}
+
+#[rustler::nif]
+fn skeleton_owner(skeleton: Term, key: Term) -> NifResult<usize> {
+    Ok(owner(skeleton, key, Budget::normal())?)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn skeleton_owner_dirty(skeleton: Term, key: Term) -> NifResult<usize> {
+    Ok(owner(skeleton, key, Budget::dirty())?)
+}
+
+#[rustler::nif]
+fn skeleton_owners(skeleton: Term, key: Term, count: usize) -> NifResult<Vec<usize>> {
+    Ok(owners(skeleton, key, count, Budget::normal())?)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn skeleton_owners_dirty(skeleton: Term, key: Term, count: usize) -> NifResult<Vec<usize>> {
+    Ok(owners(skeleton, key, count, Budget::dirty())?)
+}

@@ -1,0 +1,136 @@
+defmodule HRW.SkeletonTest do
+  use ExUnit.Case, async: true
+  doctest HRW.Skeleton
+
+  import HRW.TestStats
+
+  defp keys(n), do: Enum.map(1..n, &"key-#{&1}")
+
+  defp moved_fraction(keys, a, b) do
+    Enum.count(keys, &(HRW.owner(&1, a) != HRW.owner(&1, b))) / length(keys)
+  end
+
+  test "at or below cluster_size nodes the owner is exactly the list's" do
+    for n <- [1, 2, 5, 16], size <- [16, 32] do
+      nodes = node_names(n)
+      skeleton = HRW.build(nodes, cluster_size: size)
+
+      for key <- keys(300) do
+        assert HRW.owner(key, skeleton) == HRW.owner(key, nodes)
+      end
+    end
+  end
+
+  test "fair over 1000 and 10,000 nodes (chi-square, 100k keys)" do
+    keys = keys(100_000)
+
+    for n <- [1000, 10_000] do
+      nodes = node_names(n)
+      skeleton = HRW.build(nodes)
+      counts = Enum.frequencies(Enum.map(keys, &HRW.owner(&1, skeleton)))
+      chi = chi_square(counts, nodes, length(keys))
+      assert chi <= chi_bound(n), "#{n} nodes: chi2 #{chi} > #{chi_bound(n)}"
+    end
+  end
+
+  test "one node joining or leaving 10,000 moves few keys, on average at most 8/N" do
+    n = 10_000
+    nodes = node_names(n)
+    base = HRW.build(nodes)
+    keys = keys(100_000)
+
+    fractions =
+      for trial <- 1..8 do
+        joined = HRW.build(["joiner-#{trial}" | nodes])
+        left = HRW.build(List.delete(nodes, "node-#{trial * 997}"))
+        [moved_fraction(keys, base, joined), moved_fraction(keys, base, left)]
+      end
+      |> List.flatten()
+
+    mean = Enum.sum(fractions) / length(fractions)
+    assert mean <= 8 / n, "mean moved #{mean * n}/N"
+    assert Enum.max(fractions) <= 20 / n, "max moved #{Enum.max(fractions) * n}/N"
+  end
+
+  test "no wholesale reshuffle at sizes around powers of two and cluster_size multiples" do
+    keys = keys(40_000)
+
+    for n <- [15, 16, 17, 31, 32, 33, 255, 256, 257, 1023, 1024, 1025] do
+      nodes = node_names(n)
+      a = HRW.build(nodes)
+      b = HRW.build(nodes ++ ["node-extra"])
+      fraction = moved_fraction(keys, a, b)
+      # Ideal is 1/(N+1); a leaf split costs up to about cluster_size/(2N) more.
+      assert fraction <= 24 / n, "#{n} -> #{n + 1}: moved #{fraction * n}/N"
+    end
+  end
+
+  test "input order and repeated nodes do not change the skeleton" do
+    nodes = node_names(500)
+    a = HRW.build(nodes)
+    b = HRW.build(Enum.shuffle(nodes) ++ Enum.take(nodes, 50))
+    assert HRW.Skeleton.size(b) == 500
+    assert Enum.all?(keys(5000), &(HRW.owner(&1, a) == HRW.owner(&1, b)))
+  end
+
+  test "owners: k distinct nodes, the first is the owner, stable under churn" do
+    nodes = node_names(2000)
+    skeleton = HRW.build(nodes)
+    grown = HRW.build(["node-new" | nodes])
+
+    changed =
+      for key <- keys(5000) do
+        owners = HRW.owners(key, skeleton, 3)
+        assert length(Enum.uniq(owners)) == 3
+        assert hd(owners) == HRW.owner(key, skeleton)
+        if HRW.owners(key, grown, 3) != owners, do: 1, else: 0
+      end
+
+    # Each of 3 ranks moves a few/N of the keys: far below a reshuffle.
+    assert Enum.sum(changed) / 5000 < 0.05
+    assert length(HRW.owners("k", HRW.build(["a", "b"]), 5)) == 2
+  end
+
+  test "works after term_to_binary round trips and from :persistent_term and ETS" do
+    nodes = node_names(300)
+    bin = :erlang.term_to_binary(HRW.build(nodes))
+    live = HRW.build(nodes)
+    :erlang.garbage_collect()
+    orphan = :erlang.binary_to_term(bin)
+    copy = live |> :erlang.term_to_binary() |> :erlang.binary_to_term()
+    :persistent_term.put({__MODULE__, :skeleton}, live)
+    table = :ets.new(:skeletons, [:public])
+    :ets.insert(table, {:s, live})
+
+    for key <- keys(300) do
+      expected = HRW.owner(key, live)
+      assert HRW.owner(key, orphan) == expected
+      assert HRW.owner(key, copy) == expected
+      assert HRW.owner(key, :persistent_term.get({__MODULE__, :skeleton})) == expected
+      [{:s, from_ets}] = :ets.lookup(table, :s)
+      assert HRW.owners(key, from_ets, 2) == HRW.owners(key, live, 2)
+    end
+
+    :persistent_term.erase({__MODULE__, :skeleton})
+  end
+
+  test "Elixir scorers keep hrw's semantics, exactly and in O(n)" do
+    scorer = %HRW{hash_fn: &:erlang.phash2/1}
+    nodes = node_names(40)
+    skeleton = HRW.build(nodes, scorer: scorer)
+
+    for key <- keys(100) do
+      assert HRW.owner(key, skeleton) == HRW.owner(key, nodes, scorer: scorer)
+      assert HRW.owners(key, skeleton, 3) == HRW.owners(key, nodes, 3, scorer: scorer)
+    end
+  end
+
+  test "bad input raises ArgumentError" do
+    assert_raise ArgumentError, ~r/non-empty list/, fn -> HRW.build([]) end
+    assert_raise ArgumentError, ~r/non-empty list/, fn -> HRW.build(%{}) end
+    assert_raise ArgumentError, ~r/improper list/, fn -> HRW.build(["a" | :b]) end
+    assert_raise ArgumentError, ~r/cluster_size/, fn -> HRW.build(["a"], cluster_size: 0) end
+    assert_raise ArgumentError, ~r/fanout/, fn -> HRW.build(["a"], fanout: :x) end
+    assert_raise ArgumentError, ~r/unknown options/, fn -> HRW.build(["a"], levels: 3) end
+  end
+end
