@@ -207,9 +207,15 @@ defmodule HRW do
   `Enum.map(keys, &HRW.owner(&1, target, opts))`, in one NIF call.
 
   Batches above ~0.5 ms of work run on a dirty CPU scheduler, and batches of
-  20,000 keys or more are spread over a pool of as many threads as there are dirty
-  CPU schedulers; the calling process waits, other processes keep running. A list
-  target is prepared once for the whole batch. Options as for `owner/3`.
+  20,000 keys or more are spread over a pool of one thread fewer than the dirty CPU
+  schedulers (a core is left to the normal schedulers; set the application
+  environment `config :hrw, batch_threads: n` to choose, before the first large
+  batch creates the pool); the calling process waits, other processes keep running. A list target is prepared once for the whole batch.
+  Options as for `owner/3`.
+
+  Very large results land on the caller's heap: a process that receives a
+  10M-element list spends tens of milliseconds in garbage collection, as with any
+  list that size, so run such batches in a process of their own.
 
   ## Examples
 

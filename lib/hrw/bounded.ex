@@ -17,8 +17,7 @@ defmodule HRW.Bounded do
       Erlang term order: `hash_fn: &:erlang.phash2/1` reproduces hrw's assignments.
   """
 
-  require HRW.Scheduling
-  alias HRW.{Native, Scheduling}
+  alias HRW.Native
 
   @doc """
   Returns `%{key => node}` covering every distinct key (`%{}` for no keys).
@@ -46,9 +45,10 @@ defmodule HRW.Bounded do
 
     case hash_fn do
       nil ->
-        Scheduling.dirty_fallback(
-          Native.bounded_assignments(keys, nodes, epsilon),
-          Native.bounded_assignments_dirty(keys, nodes, epsilon)
+        HRW.Batch.dispatch(
+          keys,
+          fn -> Native.bounded_assignments(keys, nodes, epsilon) end,
+          fn -> Native.bounded_assignments_dirty(keys, nodes, epsilon) end
         )
 
       hash_fn ->

@@ -11,7 +11,7 @@
 //! depends on the previous answer), medians over batches; depth; chi-square of the
 //! owners of `K` keys against its bound (N-1) + 8*sqrt(2(N-1)); and the fraction of
 //! keys whose owner changes when one random node joins or leaves, times N (mean and
-//! max over a few trials; flat HRW would give 1.0).
+//! max over a few trials; flat HRW would give 1.0). Then a weighted table.
 
 use hrw_core::skeleton::{Skeleton, DEFAULT_LEAF_SIZE};
 use std::hint::black_box;
@@ -101,7 +101,7 @@ fn run(n: usize, leaf: usize, rng: &mut u64) {
     let (trials, mkeys) = match n {
         0..=10_000 => (10, 1_000_000u64),
         10_001..=100_000 => (6, 4_000_000),
-        _ => (3, 10_000_000),
+        _ => (5, 10_000_000),
     };
     let kseed = splitmix(rng);
     let before = owner_ids(&sk, &nodes, mkeys, kseed);
@@ -133,6 +133,60 @@ fn run(n: usize, leaf: usize, rng: &mut u64) {
         max(&adds),
         mean(&removes),
         max(&removes)
+    );
+}
+
+/// Weighted nodes (weights cycling 1, 2, 3, 10): build, owner() time, chi-square
+/// against w/W and the worst relative error of the four weight classes' shares.
+fn run_weighted(n: usize, leaf: usize, rng: &mut u64) {
+    let ws = [1.0, 2.0, 3.0, 10.0];
+    let nodes: Vec<(u64, f64)> = (0..n).map(|i| (splitmix(rng), ws[i % 4])).collect();
+    let t = Instant::now();
+    let sk = Skeleton::build(&nodes, leaf);
+    let build_ms = t.elapsed().as_secs_f64() * 1e3;
+    let batch = 4096u64;
+    let mut thr = Vec::new();
+    let mut key = splitmix(rng);
+    for _ in 0..41 {
+        let t = Instant::now();
+        let mut acc = 0usize;
+        for i in 0..batch {
+            acc = acc.wrapping_add(sk.owner(key.wrapping_add(i.wrapping_mul(0x9e37_79b9))));
+        }
+        black_box(acc);
+        thr.push(t.elapsed().as_secs_f64() * 1e9 / batch as f64);
+        key = key.wrapping_add(batch << 32);
+    }
+    let keys = ((100 * n) as u64).clamp(1_000_000, 10_000_000);
+    let mut counts = vec![0u64; n];
+    for i in 0..keys {
+        counts[sk.owner(key.wrapping_add(i))] += 1;
+    }
+    let total: f64 = nodes.iter().map(|x| x.1).sum();
+    let chi: f64 = counts
+        .iter()
+        .zip(&nodes)
+        .map(|(&c, x)| {
+            let e = keys as f64 * x.1 / total;
+            (c as f64 - e).powi(2) / e
+        })
+        .sum();
+    let df = (n - 1) as f64;
+    let mut worst: f64 = 0.0;
+    for (class, &w) in ws.iter().enumerate() {
+        let got: u64 = counts.iter().skip(class).step_by(4).sum();
+        let expected = w * nodes.iter().skip(class).step_by(4).count() as f64 / total;
+        worst = worst.max((got as f64 / keys as f64 - expected).abs() / expected);
+    }
+    println!(
+        "{:>8} {:>4} {:>9.3} {:>7.1} {:>12.0} {:>10.0} {:>9.3}%",
+        n,
+        leaf,
+        build_ms,
+        median(thr),
+        chi,
+        df + 8.0 * (2.0 * df).sqrt(),
+        worst * 100.0
     );
 }
 
@@ -172,6 +226,17 @@ fn main() {
         let mut rng = 0x5eed_u64;
         for &n in &sizes {
             run(n, leaf, &mut rng);
+        }
+    }
+    println!();
+    println!(
+        "weighted (1,2,3,10 cycling)\n{:>8} {:>4} {:>9} {:>7} {:>12} {:>10} {:>10}",
+        "N", "leaf", "build_ms", "thr_ns", "chi2", "bound", "class_err"
+    );
+    for &leaf in &leaves {
+        let mut rng = 0x3eed_u64;
+        for n in [1000, 10_000, 100_000] {
+            run_weighted(n, leaf, &mut rng);
         }
     }
 }

@@ -24,10 +24,10 @@
 //! At an internal node with child weight sums `wl`, `wr` (node counts when unweighted)
 //! a key goes left iff its coin `d < t`, `t = floor(2^64 * (wl / (wl + wr)))` (one f64
 //! division, an exact scaling by 2^64, a truncating cast: IEEE basic operations only,
-//! so bit-identical everywhere). A node therefore wins with probability `w / W` exactly
-//! up to f64 rounding of the ratios (about 2^-53 per level).
+//! so bit-identical everywhere). A node therefore wins with probability `w / W`, up
+//! to f64 rounding of the ratios (about 2^-53 per level).
 //!
-//! The coin depends on the key and on the node's **bit position** only:
+//! The coin depends on the key and on the node's **bit position** `b` only:
 //!
 //! ```text
 //! seed    = n3::score(n3::prep(key), SEED_SALT)          // one full N3 score per key
@@ -35,13 +35,24 @@
 //! coin(b) = hi64(x * (x ^ 0xe7037ed1a0b428db)) ^ lo64(x * (x ^ 0xe7037ed1a0b428db))
 //! ```
 //!
-//! (the wyrand output function over a per-key counter). A path visits each bit
-//! position at most once, so the coins along any path are independent, which is all
-//! fairness needs. Tying the coin to the bit position rather than to an array slot
-//! or to the depth in the compressed trie means a node that appears or disappears
-//! elsewhere never changes anyone's coins, and lets the lookup compute the next coin
-//! before the next trie node has been loaded (the positions along a path are
-//! consecutive except across skipped levels, which take a slower exact path).
+//! (wyrand's output function over a per-key counter). A path visits each bit position
+//! at most once, so the coins along any path are independent, which is all fairness
+//! needs. Tying the coin to the bit position (not to an array slot, nor to the depth
+//! in the compressed trie) means a node appearing or leaving elsewhere never changes
+//! anyone's coins, and lets a lookup compute its coins before it has loaded the trie
+//! nodes they are compared with. One N3 score per internal level instead (the
+//! literal "score(prep(key), node salt)" per node) measured 2x slower: 99 vs 44 ns at
+//! 10k nodes.
+//!
+//! # Layout
+//!
+//! Trie slots are 16 bytes in breadth-first order, children side by side. Where a
+//! level is skipped the trie holds a *filler* node whose two children are one
+//! subtree, so the bit positions along every path are consecutive; a leaf is its own
+//! right child. The descent is then a fixed number of branch-free steps (load,
+//! compare, load). Each leaf's node data sits in one block: prepared ids (padded to a
+//! multiple of 8 for the SIMD scans, see `scan_width`), weights when weighted, build
+//! indices. None of this changes a placement.
 //!
 //! # Churn
 //!
@@ -49,7 +60,9 @@
 //! between the old and the new threshold (about 1/(2N) of all keys per level), the
 //! keys it wins in its leaf (about 1/N), and, when its leaf overflows and splits,
 //! about half of that leaf's keys. Removing is symmetric. Measured with leaf_size 16
-//! this is ~6-7/N on average at 10k nodes; see `examples/skeleton_sim.rs`.
+//! (keys moved, times N; flat HRW gives 1): ~4.5 mean / ~11 max near 1000 nodes, ~6
+//! mean / ~13 max near 10k, ~11 mean / ~15 max at 1M; never a reshuffle, at any N
+//! (`examples/skeleton_sim.rs`, tests `churn_*`).
 //!
 //! # Replicas
 //!
@@ -64,7 +77,9 @@ use crate::n3;
 use crate::scan;
 use crate::weighted::Standing;
 
-/// Default leaf size (chosen with `examples/skeleton_sim.rs`; see the report there).
+/// Default leaf size, chosen with `examples/skeleton_sim.rs` against 8 and 32: as
+/// fast as 8 up to 10k nodes and faster above; 32 is faster still at 100k+ but a
+/// leaf split or merge of 33 nodes moves up to ~24/N of the keys (16: ~15/N).
 pub const DEFAULT_LEAF_SIZE: usize = 16;
 
 /// Salt of the owner's coin seed: `seed = n3::score(n3::prep(key), SEED_SALT)`.
@@ -110,9 +125,25 @@ pub fn threshold(wl: f64, wr: f64) -> u64 {
     (p * 18_446_744_073_709_551_616.0) as u64
 }
 
+/// How many ids an unweighted leaf of `m` nodes scans (`m` plus padding). With a
+/// SIMD scan backend, leaves of the usual sizes are padded to one fixed multiple of
+/// 8 lanes: no scalar remainder, and the same trip count on every lookup (measured
+/// 58 -> 44 ns per owner at 10k nodes with AVX-512). The portable scan gains
+/// nothing from it, so it scans exactly `m`. Placements never depend on this.
+fn scan_width(m: usize, leaf_size: usize) -> usize {
+    if m == 0 || leaf_size < 8 || scan::Backend::detect() == scan::Backend::Portable {
+        m
+    } else if leaf_size <= 32 {
+        leaf_size.next_multiple_of(8)
+    } else {
+        m.next_multiple_of(8)
+    }
+}
+
 /// A trie slot, 16 bytes. Internal: `a` = threshold, `b` = first child | bit << 32
 /// (children are adjacent: left at `first`, right at `first + 1`). Leaf: `a` = offset
-/// of its block in `Skeleton::blocks`, `b` = `LEAF` | node count.
+/// of its block in `Skeleton::blocks` | padding << 48, `b` = `LEAF` | node count << 32
+/// | (own slot - 1), so that "go right" stays on the leaf.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
     a: u64,
@@ -132,10 +163,12 @@ impl Entry {
     fn first(self) -> usize {
         self.b as u32 as usize
     }
-    /// A leaf's block offset and node count.
+    /// A leaf's block offset, node count and padded id count (see `Skeleton::blocks`).
     #[inline(always)]
-    fn block(self) -> (usize, usize) {
-        (self.a as usize, self.b as u32 as usize)
+    fn block(self) -> (usize, usize, usize) {
+        let m = ((self.b >> 32) & 0x7fff_ffff) as usize;
+        let off = (self.a & ((1 << 48) - 1)) as usize;
+        (off, m, m + (self.a >> 48) as usize)
     }
 }
 
@@ -145,12 +178,15 @@ pub struct Skeleton {
     /// Trie slots in breadth-first order (the top levels share cache lines); the
     /// root is slot 0.
     entries: Vec<Entry>,
-    /// Bit position of the root when internal (the fast descent's first coin).
+    /// Bit position of the root when internal (the descent's first coin).
     root_bit: u32,
+    /// Descent steps: the deepest leaf's distance from the root, fillers included.
+    levels: u32,
     /// One block per leaf of `m` nodes, sorted by routing key: `m` words of
-    /// `n3::linear(id)`, then (weighted only) `m` words of weight bits, then the
-    /// nodes' indices into the build input, two u32 per word. One place per leaf
-    /// keeps a lookup's last memory accesses together.
+    /// `n3::linear(id)` (unweighted: padded with copies of the first, see
+    /// [`scan_width`]), then (weighted only) `m` words of weight bits and `m` of
+    /// their reciprocals' bits, then the nodes' indices into the build input, two
+    /// u32 per word. One place per leaf keeps a lookup's last accesses together.
     blocks: Vec<u64>,
     /// Per slot (cold, for `owners`): the range of sorted positions it covers.
     span: Vec<[u32; 2]>,
@@ -163,7 +199,7 @@ pub struct Skeleton {
 
 impl Skeleton {
     /// Builds the skeleton over `(id, weight)` nodes with leaves of at most
-    /// `leaf_size` nodes (0 is taken as 1).
+    /// `leaf_size` nodes (taken within `1..2^31`).
     ///
     /// Preconditions (the caller validates): weights finite and > 0, fewer than 2^32
     /// nodes. Duplicated ids count once, with the first occurrence's index and the
@@ -176,7 +212,7 @@ impl Skeleton {
             nodes.len() <= u32::MAX as usize,
             "a skeleton holds fewer than 2^32 nodes"
         );
-        let leaf_size = leaf_size.max(1);
+        let leaf_size = leaf_size.clamp(1, (1 << 31) - 1);
         let mut order: Vec<(u64, u32)> = nodes
             .iter()
             .enumerate()
@@ -212,50 +248,93 @@ impl Skeleton {
         let slots = 2 * n / leaf_size + 1;
         let mut entries: Vec<Entry> = Vec::with_capacity(slots);
         let mut span: Vec<[u32; 2]> = Vec::with_capacity(slots);
-        let mut level: Vec<u32> = Vec::with_capacity(slots);
+        // Per slot: the bit position its coin uses, and its real (non-filler) depth.
+        let mut pos: Vec<u32> = Vec::with_capacity(slots);
+        let mut real: Vec<u32> = Vec::with_capacity(slots);
+        // Slots that mirror the slot before them (the second child of a filler).
+        let mut mirrors: Vec<usize> = Vec::new();
         let mut blocks: Vec<u64> = Vec::with_capacity(n * (2 + usize::from(weighted)) / 2 + slots);
         entries.push(Entry { a: 0, b: LEAF });
         span.push([0, n as u32]);
-        level.push(0);
-        let mut depth = 0;
+        let root_bit = if n > leaf_size {
+            (routes[0] ^ routes[n - 1]).leading_zeros()
+        } else {
+            0
+        };
+        pos.push(root_bit);
+        real.push(0);
+        let (mut depth, mut levels) = (0, 0);
         let mut slot = 0;
         while slot < entries.len() {
+            if mirrors.last() == Some(&slot) {
+                slot += 1;
+                continue;
+            }
             let [lo, hi] = span[slot].map(|x| x as usize);
             if hi - lo <= leaf_size {
+                let m = hi - lo;
+                let width = if weighted {
+                    m
+                } else {
+                    scan_width(m, leaf_size)
+                };
+                // A leaf is its own right child (threshold 0, children at slot - 1
+                // and slot), so a fixed number of descent steps ends on it.
                 entries[slot] = Entry {
-                    a: blocks.len() as u64,
-                    b: LEAF | (hi - lo) as u64,
+                    a: blocks.len() as u64 | ((width - m) as u64) << 48,
+                    b: LEAF | (m as u64) << 32 | slot.saturating_sub(1) as u64,
                 };
                 blocks.extend(
                     index[lo..hi]
                         .iter()
                         .map(|&i| n3::linear(nodes[i as usize].0)),
                 );
+                let pad = blocks.get(blocks.len().wrapping_sub(m)).copied();
+                blocks.extend(pad.into_iter().cycle().take(width - m));
                 if weighted {
                     blocks.extend(weights[lo..hi].iter().map(|w| w.to_bits()));
+                    blocks.extend(weights[lo..hi].iter().map(|w| (1.0 / w).to_bits()));
                 }
                 blocks.extend(
                     index[lo..hi]
                         .chunks(2)
                         .map(|c| u64::from(c[0]) | c.get(1).map_or(0, |&x| u64::from(x) << 32)),
                 );
-                depth = depth.max(level[slot] as usize);
+                depth = depth.max(real[slot] as usize);
+                levels = levels.max(pos[slot] - root_bit);
             } else {
                 // Routing keys are distinct and sorted, so the first bit where the
                 // lowest and highest differ is where this subtree splits (skipped
                 // levels are the bits they all share) and both sides are non-empty.
+                // A skipped level gets a filler node whose two children are one
+                // subtree (the second slot mirrors the first), so every path uses
+                // consecutive bit positions.
                 let bit = (routes[lo] ^ routes[hi - 1]).leading_zeros();
                 let mask = 1u64 << (63 - bit);
-                let mid = lo + routes[lo..hi].partition_point(|&r| r & mask == 0);
+                let filler = bit != pos[slot];
+                let mid = if filler {
+                    hi
+                } else {
+                    lo + routes[lo..hi].partition_point(|&r| r & mask == 0)
+                };
                 let first = entries.len();
                 entries[slot] = Entry {
                     a: 0,
-                    b: first as u64 | u64::from(bit) << 32,
+                    b: first as u64 | u64::from(pos[slot]) << 32,
                 };
-                for range in [[lo, mid], [mid, hi]] {
+                let children = if filler {
+                    [[lo, hi], [lo, hi]]
+                } else {
+                    [[lo, mid], [mid, hi]]
+                };
+                for range in children {
                     entries.push(Entry { a: 0, b: LEAF });
                     span.push(range.map(|x| x as u32));
-                    level.push(level[slot] + 1);
+                    pos.push(pos[slot] + 1);
+                    real.push(real[slot] + u32::from(!filler));
+                }
+                if filler {
+                    mirrors.push(first + 1);
                 }
             }
             slot += 1;
@@ -264,6 +343,9 @@ impl Skeleton {
         // Masses bottom-up (children come after their parent), then thresholds.
         let mut mass = vec![0.0f64; entries.len()];
         for slot in (0..entries.len()).rev() {
+            if mirrors.binary_search(&slot).is_ok() {
+                continue; // copied from its twin below
+            }
             let e = entries[slot];
             if e.is_leaf() {
                 let [lo, hi] = span[slot].map(|x| x as usize);
@@ -272,20 +354,22 @@ impl Skeleton {
                 } else {
                     (hi - lo) as f64
                 };
+            } else if span[e.first()] == span[e.first() + 1] {
+                mass[slot] = mass[e.first()]; // a filler: any threshold does
             } else {
                 let (wl, wr) = (mass[e.first()], mass[e.first() + 1]);
                 mass[slot] = wl + wr;
                 entries[slot].a = threshold(wl, wr);
             }
         }
-        let root_bit = if entries[0].is_leaf() {
-            0
-        } else {
-            entries[0].bit()
-        };
+        for &m in &mirrors {
+            entries[m] = entries[m - 1];
+            mass[m] = mass[m - 1];
+        }
         Skeleton {
             entries,
             root_bit,
+            levels,
             blocks,
             span,
             mass,
@@ -322,16 +406,18 @@ impl Skeleton {
     pub fn owner(&self, key: u64) -> usize {
         let tk = n3::prepared_key(key);
         let leaf = self.descend(n3::score_prepared(tk, SEED_SALT_LINEAR));
-        let (off, m) = leaf.block();
+        let (off, m, width) = leaf.block();
         if m == 0 {
             return 0;
         }
         let j = if self.weighted {
             self.weighted_pick(off, m, tk, |_| false)
         } else {
-            scan::argmax(&self.blocks[off..off + m], tk).unwrap_or(0)
+            // Padding repeats the first id: equal scores, and the scan keeps the
+            // first index of the maximum, so `j < m`.
+            scan::argmax(&self.blocks[off..off + width], tk).unwrap_or(0)
         };
-        self.leaf_index(off, m, j)
+        self.leaf_index(off, m, width, j)
     }
 
     /// The leaf entry the owner's coins lead to.
@@ -339,65 +425,84 @@ impl Skeleton {
     fn descend(&self, seed: u64) -> Entry {
         let entries = self.entries.as_slice();
         let mut e = entries[0];
-        // The coin needs only the bit position, which along a path is the previous
-        // one plus 1 except across skipped levels: computing it from a counter keeps
-        // the hash off the load -> compare -> load chain.
-        let mut bit = self.root_bit;
-        while !e.is_leaf() {
-            if e.bit() != bit {
-                return self.descend_from(e, seed);
-            }
-            let d = coin(seed, bit);
-            e = entries[e.first() + usize::from(d >= e.a)];
-            bit += 1;
+        // A fixed number of steps: a leaf is its own right child, so a path that
+        // ends early stays put, and the loop's exit is always predicted. The coin of
+        // a step depends only on the step's bit position (consecutive along every
+        // path, thanks to fillers), so it is computed off the load -> compare ->
+        // load chain.
+        for bit in self.root_bit..self.root_bit + self.levels {
+            let right = coin(seed, bit) >= e.a || e.is_leaf();
+            e = entries[e.first() + usize::from(right)];
         }
         e
     }
 
-    /// The exact descent from `e` with each node's own bit (after a skipped level).
-    #[cold]
-    #[inline(never)]
-    fn descend_from(&self, mut e: Entry, seed: u64) -> Entry {
-        while !e.is_leaf() {
-            let d = coin(seed, e.bit());
-            e = self.entries[e.first() + usize::from(d >= e.a)];
-        }
-        e
-    }
-
-    /// Build-input index of node `j` of the leaf block at `off` with `m` nodes.
+    /// Build-input index of node `j` of the leaf block at `off` with `m` nodes
+    /// (`width` ids with the padding).
     #[inline(always)]
-    fn leaf_index(&self, off: usize, m: usize, j: usize) -> usize {
-        let base = off + m * (1 + usize::from(self.weighted));
+    fn leaf_index(&self, off: usize, m: usize, width: usize, j: usize) -> usize {
+        let base = off + if self.weighted { 3 * m } else { width };
         (self.blocks[base + j / 2] >> (32 * (j & 1))) as u32 as usize
     }
 
     /// Position in its leaf of the weighted winner of the leaf block at `off` with
     /// `m > 0` nodes, leaving out the positions `j` for which `skip(j)` holds (at
     /// least one must stay); exactly `weighted::argmin` over the nodes it keeps.
+    ///
+    /// The logarithm is the expensive part (~40 ns of latency), so it is taken only
+    /// between nodes that can still win. With `a = 1 - u` (exact in f64),
+    /// `-ln(u) = a + a^2/2 + a^3/3 + ...` lies in `[a + a^2/2, a + a^2/2 +
+    /// a^3 / (3 (1 - a))]`, which bounds the cost `-ln(u) / w`. Each bound is widened by
+    /// 1e-12, far above the ~3e-14 rounding error of the computed cost and the
+    /// 2^-52 of using `1/w`, so a node whose lower bound exceeds the smallest upper
+    /// bound has a computed cost strictly above another node's: it cannot win.
+    /// Usually one node is left and no logarithm is taken at all. (The passes are
+    /// branch-free where the data decides, which matters more than the arithmetic.)
     fn weighted_pick(&self, off: usize, m: usize, tk: u64, skip: impl Fn(usize) -> bool) -> usize {
+        let bounds = |j: usize| -> (u64, f64, f64) {
+            let score = n3::score_prepared(tk, self.blocks[off + j]);
+            let inv = f64::from_bits(self.blocks[off + 2 * m + j]);
+            let a = 1.0 - ((score >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64);
+            let head = a + 0.5 * a * a;
+            // a^3 / (3 (1 - a)) <= 2a^3 / 3 while a <= 1/2; past it (a multiple of
+            // 2^-53) the last term adds at least 128 > -ln(2^-53).
+            let tail = (2.0 / 3.0) * a * a * a + (a - 0.5).max(0.0) * (1u64 << 60) as f64;
+            (score, (head - 1e-12) * inv, (head + tail + 1e-12) * inv)
+        };
+        // Lower bounds of the first nodes are kept for the second pass.
+        let mut lowers = [0.0f64; 32];
+        let (mut upper, mut j0) = (f64::INFINITY, usize::MAX);
+        for j in (0..m).filter(|&j| !skip(j)) {
+            let (_, lo, up) = bounds(j);
+            if let Some(slot) = lowers.get_mut(j) {
+                *slot = lo;
+            }
+            j0 = if up < upper { j } else { j0 };
+            upper = upper.min(up);
+        }
+        if j0 == usize::MAX {
+            return 0;
+        }
+        let exact =
+            |j: usize, score: u64| Standing::new(score, f64::from_bits(self.blocks[off + m + j]));
         let mut best: Option<(Standing, usize)> = None;
-        for j in 0..m {
-            if skip(j) {
+        for j in (0..m).filter(|&j| j != j0 && !skip(j)) {
+            let lower = lowers.get(j).copied().unwrap_or_else(|| bounds(j).1);
+            if lower > upper {
                 continue;
             }
-            let score = n3::score_prepared(tk, self.blocks[off + j]);
-            let w = f64::from_bits(self.blocks[off + m + j]);
-            if let Some((b, _)) = &best {
-                // -ln(u) >= 1 - u, and the computed cost errs by far less than the
-                // margin, so a node whose bound exceeds the best cost cannot win:
-                // skip its logarithm. The answer is unchanged.
-                let one_minus_u = 1.0 - ((score >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64);
-                if (one_minus_u - 1e-12) / w > b.cost * (1.0 + 1e-12) {
-                    continue;
-                }
+            if best.is_none() {
+                best = Some((exact(j0, bounds(j0).0), j0));
             }
-            let st = Standing::new(score, w);
-            if best.as_ref().is_none_or(|(b, _)| st.beats(b)) {
+            let st = exact(j, bounds(j).0);
+            let (b, bj) = best.expect("set just above");
+            // Equal standings would need equal ids (never here); the lower position
+            // then, as `weighted::argmin` keeps the first index.
+            if st.beats(&b) || (st == b && j < bj) {
                 best = Some((st, j));
             }
         }
-        best.map_or(0, |(_, j)| j)
+        best.map_or(j0, |(_, j)| j)
     }
 
     /// Position in its leaf of the best plain score of the leaf block at `off` with
@@ -456,7 +561,7 @@ impl Skeleton {
             path.push(slot);
             let e = self.entries[slot];
             if e.is_leaf() {
-                let (off, m) = e.block();
+                let (off, m, width) = e.block();
                 let lo = self.span[slot][0] as usize;
                 let skip = |j: usize| taken.contains(lo + j);
                 let j = if self.weighted {
@@ -470,9 +575,13 @@ impl Skeleton {
                     1.0
                 };
                 taken.add(path, lo + j, w);
-                return self.leaf_index(off, m, j);
+                return self.leaf_index(off, m, width, j);
             }
             let (l, r) = (e.first(), e.first() + 1);
+            if self.span[l] == self.span[r] {
+                slot = l; // a filler: both children are one subtree
+                continue;
+            }
             let (tl, wl) = taken.removed(self, l);
             let (tr, wr) = taken.removed(self, r);
             let cl = (self.span[l][1] - self.span[l][0]) as usize - tl;
@@ -635,6 +744,36 @@ mod tests {
     }
 
     #[test]
+    fn shared_across_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Skeleton>();
+    }
+
+    #[test]
+    fn single_node_leaves_on_structured_ids() {
+        // Leaves of one node over ids that share long routing-key prefixes in places:
+        // many fillers, paths up to the 64-bit limit; answers agree with the generic
+        // owners() descent and stay fair.
+        for nodes in [
+            (0..300u64).map(|i| (i, 1.0)).collect::<Vec<_>>(),
+            (0..300u64).map(|i| (i << 32, 1.0)).collect(),
+        ] {
+            let sk = Skeleton::build(&nodes, 1);
+            assert!(sk.depth() <= 64);
+            let mut counts = vec![0u64; nodes.len()];
+            for key in 0..60_000u64 {
+                let o = sk.owner(key);
+                counts[o] += 1;
+                if key % 16 == 0 {
+                    assert_eq!(sk.owners(key, 2)[0], o);
+                }
+            }
+            let e = vec![60_000.0 / nodes.len() as f64; nodes.len()];
+            assert!(chi_square(&counts, &e) <= chi_bound(nodes.len()));
+        }
+    }
+
+    #[test]
     fn empty_and_single_node() {
         let empty = Skeleton::build(&[], DEFAULT_LEAF_SIZE);
         assert!(empty.is_empty());
@@ -684,10 +823,15 @@ mod tests {
     fn small_weighted_sets_give_the_flat_weighted_owner() {
         // Weights over six orders of magnitude also exercise the skipped logarithms.
         let mut s = 5u64;
-        for n in [2usize, 5, 16] {
+        for (n, spread) in [(2usize, true), (5, true), (16, true), (16, false)] {
+            // Six orders of magnitude, or weights a few ulps apart.
             let nodes: Vec<(u64, f64)> = (0..n)
-                .map(|_| {
-                    let w = 10f64.powi((splitmix(&mut s) % 7) as i32 - 3) * 1.7;
+                .map(|i| {
+                    let w = if spread {
+                        10f64.powi((splitmix(&mut s) % 7) as i32 - 3) * 1.7
+                    } else {
+                        1.0 + i as f64 * f64::EPSILON
+                    };
                     (splitmix(&mut s), w)
                 })
                 .collect();
@@ -1075,8 +1219,18 @@ mod tests {
         let sk = Skeleton::build(&nodes, 16);
         let got: Vec<usize> = (0..12u64).map(|k| sk.owner(k * 1_000_003)).collect();
         println!("pinned: {got:?}");
+        let weighted: Vec<(u64, f64)> = (0..100u64).map(|i| (i, 1.0 + (i % 5) as f64)).collect();
+        let sw = Skeleton::build(&weighted, 16);
+        let got_w: Vec<usize> = (0..12u64).map(|k| sw.owner(k * 1_000_003)).collect();
+        println!("pinned weighted: {got_w:?}");
+        let got_3: Vec<Vec<usize>> = (0..4u64).map(|k| sk.owners(k * 1_000_003, 3)).collect();
+        println!("pinned owners: {got_3:?}");
         assert_eq!(got, PINNED);
+        assert_eq!(got_w, PINNED_WEIGHTED);
+        assert_eq!(got_3, PINNED_OWNERS);
     }
 
-    const PINNED: Vec<usize> = Vec::new();
+    const PINNED: [usize; 12] = [58, 73, 21, 98, 30, 87, 59, 58, 72, 27, 54, 65];
+    const PINNED_WEIGHTED: [usize; 12] = [58, 73, 21, 98, 42, 87, 59, 58, 72, 64, 54, 12];
+    const PINNED_OWNERS: [[usize; 3]; 4] = [[58, 46, 60], [73, 81, 14], [21, 39, 59], [98, 41, 82]];
 }

@@ -1,12 +1,10 @@
 //! Many keys in one call: owners, groups by owner, movement between two structures.
 //!
-//! Three phases. (1) On the calling thread, walk the key list: binary keys are kept
-//! as byte slices, other keys are hashed to ids right away (term access stays on the
-//! scheduler thread). (2) Hash the byte slices and look every key up; in a dirty call
-//! with enough keys this runs on our rayon pool. The slices point into binaries owned
-//! by the calling process, which is suspended in this NIF call, so they stay valid
-//! and unchanged while the pool reads them. (3) Back on the calling thread, build the
-//! result terms from the owner indices.
+//! Three phases. (1) On the calling thread, walk the key list and hash every key to
+//! its id (term access stays on the scheduler thread; hashing a short key costs a
+//! few ns, far less than a lookup). (2) Look every id up; in a dirty call with enough
+//! keys this runs on our rayon pool. (3) Back on the calling thread, build the result
+//! terms from the owner indices.
 
 use crate::failure::{bad_arg, Budget, Outcome};
 use crate::nodeset;
@@ -14,10 +12,9 @@ use crate::ring::{self, RingResource};
 use crate::skeleton::{self, SkeletonResource, LOOKUP_COST};
 use crate::term_id::{term_id, COST_PER_TERM};
 use hrw_core::ring::Ring;
-use hrw_core::term_hash;
 use rayon::prelude::*;
 use rustler::types::tuple::get_tuple;
-use rustler::{Atom, Binary, Encoder, Env, NifResult, ResourceArc, Term};
+use rustler::{Atom, Encoder, Env, NifResult, ResourceArc, Term};
 use std::sync::OnceLock;
 
 mod atoms {
@@ -29,7 +26,8 @@ mod atoms {
 const PARALLEL_MIN_KEYS: usize = 20_000;
 /// Keys per rayon task.
 const PARALLEL_CHUNK: usize = 4_096;
-/// Budget units per key for walking, hashing and building its result.
+/// Budget units per key for walking and building its result (hashing is charged
+/// by `term_id`).
 const COST_PER_KEY: u64 = COST_PER_TERM + 8;
 
 /// What a key is looked up in: pure Rust, shared by the pool's threads.
@@ -90,30 +88,15 @@ fn target<'a>(term: Term<'a>, budget: &mut Budget) -> Outcome<Target<'a>> {
     }
 }
 
-/// A key as phase 1 leaves it.
-enum KeyRef<'a> {
-    Bytes(&'a [u8]),
-    Id(u64),
-}
-
-impl KeyRef<'_> {
-    #[inline]
-    fn id(&self) -> u64 {
-        match self {
-            KeyRef::Bytes(b) => term_hash::binary(b),
-            KeyRef::Id(id) => *id,
-        }
-    }
-}
-
-/// Phase 1: the key terms (for results) and their hashing inputs, charging
-/// `per_key` for each as it goes (a normal call stops as soon as it is over budget,
-/// without first measuring the whole list).
+/// Phase 1: the keys' ids and, when `keep_terms`, the key terms (for results),
+/// charging `per_key` for each as it goes (a normal call stops as soon as it is over
+/// budget, without first measuring the whole list).
 fn walk_keys<'a>(
     keys: Term<'a>,
     per_key: u64,
+    keep_terms: bool,
     budget: &mut Budget,
-) -> Outcome<(Vec<Term<'a>>, Vec<KeyRef<'a>>)> {
+) -> Outcome<(Vec<Term<'a>>, Vec<u64>)> {
     // A dirty call sizes its buffers once (no reallocation of large vectors); a
     // normal one may stop early, so it grows them as it goes.
     let expected = if budget.is_limited() {
@@ -121,25 +104,21 @@ fn walk_keys<'a>(
     } else {
         keys.list_length().unwrap_or(0)
     };
-    let mut terms = Vec::with_capacity(expected);
-    let mut refs = Vec::with_capacity(expected);
+    let mut terms = Vec::with_capacity(if keep_terms { expected } else { 0 });
+    let mut ids = Vec::with_capacity(expected);
     let mut rest = keys;
     while let Ok((key, tail)) = rest.list_get_cell() {
         budget.charge(per_key)?;
-        terms.push(key);
-        refs.push(match Binary::from_term(key) {
-            Ok(bin) => {
-                budget.charge(bin.len() as u64 / 16)?;
-                KeyRef::Bytes(bin.as_slice())
-            }
-            Err(_) => KeyRef::Id(term_id(key, budget)?),
-        });
+        ids.push(term_id(key, budget)?);
+        if keep_terms {
+            terms.push(key);
+        }
         rest = tail;
     }
     if !rest.is_empty_list() {
         return bad_arg("keys must be a proper list");
     }
-    Ok((terms, refs))
+    Ok((terms, ids))
 }
 
 fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
@@ -155,15 +134,15 @@ fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
 }
 
 /// Phase 2: every key's owner index in each lookup.
-fn owner_indices(refs: &[KeyRef], lookups: &[&Lookup], threads: usize) -> Vec<Vec<u32>> {
-    let one = |lookup: &Lookup, key: &KeyRef| lookup.owner(key.id()) as u32;
-    let parallel = threads > 1 && refs.len() >= PARALLEL_MIN_KEYS;
+fn owner_indices(ids: &[u64], lookups: &[&Lookup], threads: usize) -> Vec<Vec<u32>> {
+    let one = |lookup: &Lookup, key: &u64| lookup.owner(*key) as u32;
+    let parallel = threads > 1 && ids.len() >= PARALLEL_MIN_KEYS;
     match pool(threads).filter(|_| parallel) {
         Some(pool) => pool.install(|| {
             lookups
                 .iter()
                 .map(|lookup| {
-                    refs.par_iter()
+                    ids.par_iter()
                         .with_min_len(PARALLEL_CHUNK)
                         .map(|k| one(lookup, k))
                         .collect()
@@ -172,7 +151,7 @@ fn owner_indices(refs: &[KeyRef], lookups: &[&Lookup], threads: usize) -> Vec<Ve
         }),
         None => lookups
             .iter()
-            .map(|lookup| refs.iter().map(|k| one(lookup, k)).collect())
+            .map(|lookup| ids.iter().map(|k| one(lookup, k)).collect())
             .collect(),
     }
 }
@@ -187,6 +166,7 @@ struct Batch<'a> {
 fn run<'a>(
     keys: Term<'a>,
     targets: &[Term<'a>],
+    keep_terms: bool,
     threads: usize,
     mut budget: Budget,
 ) -> Outcome<Batch<'a>> {
@@ -195,9 +175,9 @@ fn run<'a>(
         .map(|t| target(*t, &mut budget))
         .collect::<Outcome<Vec<_>>>()?;
     let per_key: u64 = COST_PER_KEY + targets.iter().map(|t| t.lookup.cost_per_key()).sum::<u64>();
-    let (keys, refs) = walk_keys(keys, per_key, &mut budget)?;
+    let (keys, ids) = walk_keys(keys, per_key, keep_terms, &mut budget)?;
     let lookups: Vec<&Lookup> = targets.iter().map(|t| &t.lookup).collect();
-    let owners = owner_indices(&refs, &lookups, threads);
+    let owners = owner_indices(&ids, &lookups, threads);
     Ok(Batch {
         keys,
         targets,
@@ -212,7 +192,7 @@ fn owners<'a>(
     threads: usize,
     budget: Budget,
 ) -> Outcome<Term<'a>> {
-    let b = run(keys, &[t], threads, budget)?;
+    let b = run(keys, &[t], false, threads, budget)?;
     let nodes = &b.targets[0].nodes;
     let out: Vec<Term<'a>> = b.owners[0].iter().map(|&i| nodes[i as usize]).collect();
     Ok(out.encode(env))
@@ -225,7 +205,7 @@ fn groups<'a>(
     threads: usize,
     budget: Budget,
 ) -> Outcome<Term<'a>> {
-    let b = run(keys, &[t], threads, budget)?;
+    let b = run(keys, &[t], true, threads, budget)?;
     let nodes = &b.targets[0].nodes;
     let mut buckets: Vec<Vec<Term<'a>>> = vec![Vec::new(); nodes.len()];
     for (key, &i) in b.keys.iter().zip(&b.owners[0]) {
@@ -249,7 +229,7 @@ fn moves<'a>(
     threads: usize,
     budget: Budget,
 ) -> Outcome<Term<'a>> {
-    let batch = run(keys, &[a, b], threads, budget)?;
+    let batch = run(keys, &[a, b], true, threads, budget)?;
     let (from_nodes, to_nodes) = (&batch.targets[0].nodes, &batch.targets[1].nodes);
     let out: Vec<Term<'a>> = batch
         .keys
