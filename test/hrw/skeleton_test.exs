@@ -10,6 +10,16 @@ defmodule HRW.SkeletonTest do
     Enum.count(keys, &(HRW.owner(&1, a) != HRW.owner(&1, b))) / length(keys)
   end
 
+  test "pinned placements (docs/HASHING.md §4): a change here moves keys in running clusters" do
+    skeleton = HRW.build(node_names(100))
+    owners = Enum.map_join(1..12, " ", &HRW.owner("key-#{&1}", skeleton))
+
+    assert owners ==
+             "node-59 node-11 node-53 node-50 node-50 node-99 node-52 node-51 node-90 node-61 node-5 node-31"
+
+    assert HRW.owners("key-1", skeleton, 3) == ["node-59", "node-45", "node-46"]
+  end
+
   test "at or below cluster_size nodes the owner is exactly the list's" do
     for n <- [1, 2, 5, 16], size <- [16, 32] do
       nodes = node_names(n)
