@@ -99,7 +99,9 @@ defmodule HRW.BatchTest do
 end
 
 defmodule HRW.BatchSchedulingTest do
-  # Changes the application environment and measures timer latency: runs alone.
+  # Changes the application environment: runs alone. (Scheduler latency during a
+  # 10M-key batch is timing, so it is a benchmark with an assertion instead:
+  # `mix hrw.latency`.)
   use ExUnit.Case, async: false
 
   import HRW.TestStats
@@ -112,55 +114,6 @@ defmodule HRW.BatchSchedulingTest do
 
     for target <- [HRW.build(nodes), HRW.Ring.new(Enum.take(nodes, 100))] do
       assert HRW.owner_batch(keys, target) == Enum.map(keys, &HRW.owner(&1, target))
-    end
-  end
-
-  @tag timeout: 300_000
-  test "a 10M-key batch does not delay a 1 ms timer on a normal scheduler by more than a few ms" do
-    skeleton = HRW.build(node_names(10_000))
-
-    # The batch runs in its own worker process, as it would in an application. Its
-    # heap is sized up front for the 10M-element key and result lists: garbage
-    # collecting a heap that large is not preemptible, blocks the collecting
-    # process's scheduler for ~100 ms whatever produced the data, and is not what
-    # this test measures.
-    parent = self()
-
-    worker =
-      :erlang.spawn_opt(
-        fn ->
-          keys = Enum.to_list(1..10_000_000)
-          send(parent, :keys_ready)
-          send(parent, {:batch_length, length(HRW.owner_batch(keys, skeleton))})
-        end,
-        [:link, min_heap_size: 60_000_000]
-      )
-
-    assert_receive :keys_ready, 60_000
-    watcher = spawn_link(fn -> send(parent, {:worst_lateness_us, timer_loop(0)}) end)
-    assert_receive {:batch_length, 10_000_000}, 120_000
-    send(watcher, :stop)
-    Process.unlink(worker)
-    assert_receive {:worst_lateness_us, worst}, 5_000
-    IO.puts("\n10M-key batch: worst lateness of a 1 ms timer #{worst} µs")
-    assert worst < 5_000, "a 1 ms timer was late by #{worst} µs"
-  end
-
-  # Sleeps 1 ms at a time until told to stop; returns the worst lateness seen.
-  defp timer_loop(worst) do
-    receive do
-      :stop -> worst
-    after
-      0 ->
-        before = System.monotonic_time(:microsecond)
-
-        receive do
-        after
-          1 -> :ok
-        end
-
-        late = System.monotonic_time(:microsecond) - before - 1000
-        timer_loop(max(worst, late))
     end
   end
 end
