@@ -104,11 +104,8 @@ defmodule HRW.Skeleton do
 
   @doc false
   @spec owner(t(), term()) :: term()
-  def owner(%__MODULE__{resource: nil, scorer: scorer} = skeleton, key) do
-    HRW.Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
-  end
-
-  def owner(%__MODULE__{nodes: nodes, resource: resource} = skeleton, key) do
+  def owner(%__MODULE__{nodes: nodes, resource: resource} = skeleton, key)
+      when is_reference(resource) do
     elem(nodes, Native.skeleton_owner(resource, key))
   catch
     :error, :hrw_needs_dirty ->
@@ -116,6 +113,10 @@ defmodule HRW.Skeleton do
 
     :error, :hrw_stale_resource ->
       owner(rebuilt(skeleton), key)
+  end
+
+  def owner(%__MODULE__{scorer: scorer} = skeleton, key) do
+    HRW.Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
   end
 
   @doc false

@@ -14,7 +14,7 @@ use crate::term_id::{term_id, COST_PER_TERM};
 use hrw_core::ring::Ring;
 use rayon::prelude::*;
 use rustler::types::tuple::get_tuple;
-use rustler::{Atom, Encoder, Env, NifResult, ResourceArc, Term};
+use rustler::{Atom, Encoder, Env, NifResult, Term};
 use std::sync::OnceLock;
 
 mod atoms {
@@ -31,20 +31,29 @@ const PARALLEL_CHUNK: usize = 4_096;
 const COST_PER_KEY: u64 = COST_PER_TERM + 8;
 
 /// What a key is looked up in: pure Rust, shared by the pool's threads.
-enum Lookup {
-    Ring(ResourceArc<RingResource>),
-    Skeleton(ResourceArc<SkeletonResource>),
+enum Lookup<'a> {
+    Ring(&'a RingResource),
+    Skeleton(&'a SkeletonResource),
     /// A plain node list, prepared for this call only.
     List(Ring),
 }
 
-impl Lookup {
+impl Lookup<'_> {
     #[inline]
     fn owner(&self, key: u64) -> usize {
         match self {
             Lookup::Ring(r) => r.0.owner(key).unwrap_or(0),
             Lookup::Skeleton(s) => s.0.owner(key),
             Lookup::List(r) => r.owner(key).unwrap_or(0),
+        }
+    }
+
+    /// Number of distinct nodes the lookup answers indices into.
+    fn len(&self) -> usize {
+        match self {
+            Lookup::Ring(r) => r.0.len(),
+            Lookup::Skeleton(s) => s.0.len(),
+            Lookup::List(r) => r.len(),
         }
     }
 
@@ -61,31 +70,37 @@ impl Lookup {
 /// A decoded target: `{:ring, resource, nodes}`, `{:skeleton, resource, nodes}` or
 /// `{:list, nodes, weighted?}` (built by the Elixir side).
 struct Target<'a> {
-    lookup: Lookup,
+    lookup: Lookup<'a>,
     nodes: Vec<Term<'a>>,
 }
 
 fn target<'a>(term: Term<'a>, budget: &mut Budget) -> Outcome<Target<'a>> {
     let fields = get_tuple(term).unwrap_or_default();
     let kind = fields.first().and_then(|f| f.decode::<Atom>().ok());
-    match (kind, fields.as_slice()) {
-        (Some(k), [_, resource, nodes]) if k == atoms::ring() => Ok(Target {
+    let target = match (kind, fields.as_slice()) {
+        (Some(k), [_, resource, nodes]) if k == atoms::ring() => Target {
             lookup: Lookup::Ring(ring::resource(*resource)?),
             nodes: get_tuple(*nodes).or_else(|_| bad_arg("corrupt ring nodes"))?,
-        }),
-        (Some(k), [_, resource, nodes]) if k == atoms::skeleton() => Ok(Target {
+        },
+        (Some(k), [_, resource, nodes]) if k == atoms::skeleton() => Target {
             lookup: Lookup::Skeleton(skeleton::resource(*resource)?),
             nodes: get_tuple(*nodes).or_else(|_| bad_arg("corrupt skeleton nodes"))?,
-        }),
+        },
         (Some(k), [_, nodes, weighted]) if k == atoms::list() => {
             let set = nodeset::decode(*nodes, weighted.decode().unwrap_or(false), budget)?;
-            Ok(Target {
+            Target {
                 lookup: Lookup::List(Ring::new(&set.nodes)),
                 nodes: set.terms,
-            })
+            }
         }
-        _ => bad_arg("expected a node list, an HRW.Ring or an HRW.Skeleton"),
+        _ => return bad_arg("expected a node list, an HRW.Ring or an HRW.Skeleton"),
+    };
+    // Owner indices come from the resource and index the struct's node tuple: a
+    // struct whose fields were changed by hand could send them out of bounds.
+    if target.nodes.len() != target.lookup.len() {
+        return bad_arg("the HRW.Ring or HRW.Skeleton struct's nodes do not match its resource");
     }
+    Ok(target)
 }
 
 /// Phase 1: the keys' ids and, when `keep_terms`, the key terms (for results),
@@ -134,8 +149,8 @@ fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
 }
 
 /// Phase 2: every key's owner index in each lookup.
-fn owner_indices(ids: &[u64], lookups: &[&Lookup], threads: usize) -> Vec<Vec<u32>> {
-    let one = |lookup: &Lookup, key: &u64| lookup.owner(*key) as u32;
+fn owner_indices(ids: &[u64], lookups: &[&Lookup<'_>], threads: usize) -> Vec<Vec<u32>> {
+    let one = |lookup: &Lookup<'_>, key: &u64| lookup.owner(*key) as u32;
     let parallel = threads > 1 && ids.len() >= PARALLEL_MIN_KEYS;
     match pool(threads).filter(|_| parallel) {
         Some(pool) => pool.install(|| {
@@ -176,7 +191,7 @@ fn run<'a>(
         .collect::<Outcome<Vec<_>>>()?;
     let per_key: u64 = COST_PER_KEY + targets.iter().map(|t| t.lookup.cost_per_key()).sum::<u64>();
     let (keys, ids) = walk_keys(keys, per_key, keep_terms, &mut budget)?;
-    let lookups: Vec<&Lookup> = targets.iter().map(|t| &t.lookup).collect();
+    let lookups: Vec<&Lookup<'_>> = targets.iter().map(|t| &t.lookup).collect();
     let owners = owner_indices(&ids, &lookups, threads);
     Ok(Batch {
         keys,

@@ -10,9 +10,14 @@ mod bounded;
 mod failure;
 mod list;
 mod nodeset;
+mod resource;
 mod ring;
 mod skeleton;
 mod term_id;
 mod weighted;
 
-rustler::init!("Elixir.HRW.Native");
+rustler::init!("Elixir.HRW.Native", load = load);
+
+fn load(env: rustler::Env, _info: rustler::Term) -> bool {
+    resource::open::<ring::RingResource>(env) && resource::open::<skeleton::SkeletonResource>(env)
+}

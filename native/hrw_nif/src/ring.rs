@@ -2,14 +2,22 @@
 
 use crate::failure::{Budget, Failure, Outcome};
 use crate::nodeset;
+use crate::resource::{self, Resource};
 use crate::term_id::term_id;
 use hrw_core::ring::Ring;
-use rustler::{Env, NifResult, Resource, ResourceArc, Term};
+use rustler::sys::ErlNifResourceType;
+use rustler::{Env, NifResult, Term};
+use std::sync::atomic::AtomicPtr;
 
 pub struct RingResource(pub Ring);
 
-#[rustler::resource_impl]
-impl Resource for RingResource {}
+impl Resource for RingResource {
+    const NAME: &'static [u8] = b"hrw_ring\0";
+    fn slot() -> &'static AtomicPtr<ErlNifResourceType> {
+        static SLOT: AtomicPtr<ErlNifResourceType> = AtomicPtr::new(std::ptr::null_mut());
+        &SLOT
+    }
+}
 
 /// Fingerprint kind of a ring (see `hrw_core::nodes::fingerprint`).
 const KIND_RING: u64 = 1;
@@ -26,12 +34,12 @@ fn build<'a>(
     mut budget: Budget,
 ) -> Outcome<Term<'a>> {
     let set = nodeset::decode(nodes, weighted, &mut budget)?;
-    let ring = ResourceArc::new(RingResource(Ring::new(&set.nodes)));
+    let ring = resource::make(env, RingResource(Ring::new(&set.nodes)));
     Ok(set.reply(env, ring, KIND_RING, &[], weighted))
 }
 
-pub fn resource(term: Term) -> Outcome<ResourceArc<RingResource>> {
-    term.decode().map_err(|_| Failure::StaleResource)
+pub fn resource<'a>(term: Term<'a>) -> Outcome<&'a RingResource> {
+    resource::get(term).ok_or(Failure::StaleResource)
 }
 
 fn charge_scan(ring: &Ring, budget: &mut Budget) -> Outcome<()> {

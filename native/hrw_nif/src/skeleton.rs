@@ -2,14 +2,22 @@
 
 use crate::failure::{Budget, Failure, Outcome};
 use crate::nodeset;
+use crate::resource::{self, Resource};
 use crate::term_id::term_id;
 use hrw_core::skeleton::Skeleton;
-use rustler::{Env, NifResult, Resource, ResourceArc, Term};
+use rustler::sys::ErlNifResourceType;
+use rustler::{Env, NifResult, Term};
+use std::sync::atomic::AtomicPtr;
 
 pub struct SkeletonResource(pub Skeleton);
 
-#[rustler::resource_impl]
-impl Resource for SkeletonResource {}
+impl Resource for SkeletonResource {
+    const NAME: &'static [u8] = b"hrw_skeleton\0";
+    fn slot() -> &'static AtomicPtr<ErlNifResourceType> {
+        static SLOT: AtomicPtr<ErlNifResourceType> = AtomicPtr::new(std::ptr::null_mut());
+        &SLOT
+    }
+}
 
 /// Fingerprint kind of a skeleton (see `hrw_core::nodes::fingerprint`).
 const KIND_SKELETON: u64 = 2;
@@ -29,12 +37,12 @@ fn build<'a>(
     let set = nodeset::decode(nodes, weighted, &mut budget)?;
     budget.charge(set.nodes.len() as u64 * BUILD_COST_PER_NODE)?;
     let skeleton = Skeleton::build(&set.nodes, leaf_size);
-    let resource = ResourceArc::new(SkeletonResource(skeleton));
+    let resource = resource::make(env, SkeletonResource(skeleton));
     Ok(set.reply(env, resource, KIND_SKELETON, &[leaf_size as u64], weighted))
 }
 
-pub fn resource(term: Term) -> Outcome<ResourceArc<SkeletonResource>> {
-    term.decode().map_err(|_| Failure::StaleResource)
+pub fn resource<'a>(term: Term<'a>) -> Outcome<&'a SkeletonResource> {
+    resource::get(term).ok_or(Failure::StaleResource)
 }
 
 fn owner(skeleton: Term, key: Term, mut budget: Budget) -> Outcome<usize> {

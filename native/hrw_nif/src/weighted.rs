@@ -129,10 +129,18 @@ fn weighted_list_owners_dirty<'a>(
 }
 
 /// The weighted standing as a score where higher wins: `-cost`.
-#[rustler::nif]
-fn weighted_score(key: Term, entry: Term) -> NifResult<f64> {
-    let mut budget = Budget::dirty();
+fn score(key: Term, entry: Term, mut budget: Budget) -> Outcome<f64> {
     let (node, weight) = decode_weighted(entry)?;
     let k = n3::prep(term_id(key, &mut budget)?);
     Ok(-Standing::new(n3::score(k, term_id(node, &mut budget)?), weight).cost)
+}
+
+#[rustler::nif]
+fn weighted_score(key: Term, entry: Term) -> NifResult<f64> {
+    Ok(score(key, entry, Budget::normal())?)
+}
+
+#[rustler::nif(schedule = "DirtyCpu")]
+fn weighted_score_dirty(key: Term, entry: Term) -> NifResult<f64> {
+    Ok(score(key, entry, Budget::dirty())?)
 }
