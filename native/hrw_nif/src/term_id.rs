@@ -12,7 +12,7 @@ use rustler::{Binary, Term, TermType};
 pub const MAX_DEPTH: usize = 256;
 
 /// Budget units (≈ ns) per term visited and per 16 bytes hashed.
-pub const COST_PER_TERM: u64 = 12;
+pub const COST_PER_TERM: u64 = 16;
 const BYTES_PER_UNIT: u64 = 16;
 
 /// The id of `term`, charging its cost to `budget`.
