@@ -1,0 +1,96 @@
+# Single lookups: which node owns a key, at 10, 100, 1k and 10k nodes.
+#
+#   mix run lookup.exs          (see README.md for the environment it needs)
+#
+# Two key modes:
+#
+#   * constant key: hrw 0.2.1's own benchmark setup, one lookup of "test" per
+#     Benchee call. Every sample also holds the timer's cost: see the
+#     "(empty function)" job.
+#   * varying keys: each call looks up the next 100 keys of a cycle of 10,000
+#     distinct keys; medians are divided by 100 (time per key). The loop's cost is
+#     the "(key loop only)" job.
+#
+# Compared: hrw's owner on a list, HRW.Ring and the skeleton (HRW.build); libring
+# HashRing.key_to_node; ExHashRing.Ring.find_node (a ring process, ETS lookups);
+# hrw 0.2.1's owner on a list and on its skeleton, when loaded as OldHRW.
+
+old = HRWBench.old_hrw()
+
+setup = fn n ->
+  nodes = HRWBench.nodes(n)
+  {:ok, ex_hash_ring} = ExHashRing.Ring.start_link(nodes: nodes)
+
+  %{
+    nodes: nodes,
+    ring: HRW.Ring.new(nodes),
+    skeleton: HRW.build(nodes),
+    libring: HashRing.add_nodes(HashRing.new(), nodes),
+    ex_hash_ring: ex_hash_ring,
+    old_skeleton: old && old.build(nodes, [])
+  }
+end
+
+IO.puts("building the rings for #{inspect(HRWBench.sizes())} nodes...")
+inputs = for n <- HRWBench.sizes(), do: {"#{n} nodes", setup.(n)}
+
+ours = ["hrw owner(list)", "hrw Ring", "hrw skeleton"]
+theirs = ["libring", "ExHashRing", "hrw 0.2.1 owner(list)", "hrw 0.2.1 skeleton"]
+
+constant = %{
+  "(empty function)" => fn _ -> :ok end,
+  "hrw owner(list)" => fn %{nodes: nodes} -> HRW.owner("test", nodes) end,
+  "hrw Ring" => fn %{ring: ring} -> HRW.owner("test", ring) end,
+  "hrw skeleton" => fn %{skeleton: skeleton} -> HRW.owner("test", skeleton) end,
+  "libring" => fn %{libring: ring} -> HashRing.key_to_node(ring, "test") end,
+  "ExHashRing" => fn %{ex_hash_ring: ring} -> ExHashRing.Ring.find_node(ring, "test") end
+}
+
+{next, per_call} = HRWBench.key_cycle(10_000, 100)
+
+varying = %{
+  "(key loop only)" => fn _ -> HRWBench.each(next.(), fn key -> key end) end,
+  "hrw owner(list)" => fn %{nodes: nodes} ->
+    HRWBench.each(next.(), &HRW.owner(&1, nodes))
+  end,
+  "hrw Ring" => fn %{ring: ring} -> HRWBench.each(next.(), &HRW.owner(&1, ring)) end,
+  "hrw skeleton" => fn %{skeleton: skeleton} ->
+    HRWBench.each(next.(), &HRW.owner(&1, skeleton))
+  end,
+  "libring" => fn %{libring: ring} -> HRWBench.each(next.(), &HashRing.key_to_node(ring, &1)) end,
+  "ExHashRing" => fn %{ex_hash_ring: ring} ->
+    HRWBench.each(next.(), &ExHashRing.Ring.find_node(ring, &1))
+  end
+}
+
+# hrw 0.2.1, when loaded: called through a variable, as it may be absent.
+old_constant = %{
+  "hrw 0.2.1 owner(list)" => fn %{nodes: nodes} -> old.owner("test", nodes, []) end,
+  "hrw 0.2.1 skeleton" => fn %{old_skeleton: skeleton} -> old.owner("test", skeleton, []) end
+}
+
+old_varying = %{
+  "hrw 0.2.1 owner(list)" => fn %{nodes: nodes} ->
+    HRWBench.each(next.(), &old.owner(&1, nodes, []))
+  end,
+  "hrw 0.2.1 skeleton" => fn %{old_skeleton: skeleton} ->
+    HRWBench.each(next.(), &old.owner(&1, skeleton, []))
+  end
+}
+
+constant = if old, do: Map.merge(constant, old_constant), else: constant
+varying = if old, do: Map.merge(varying, old_varying), else: varying
+
+modes = System.get_env("BENCH_MODES", "constant,varying") |> String.split(",", trim: true)
+
+if "constant" in modes do
+  constant
+  |> Benchee.run(HRWBench.options(inputs: inputs, title: "lookup, constant key"))
+  |> HRWBench.summary("lookup, constant key \"test\"", ours, theirs)
+end
+
+if "varying" in modes do
+  varying
+  |> Benchee.run(HRWBench.options(inputs: inputs, title: "lookup, varying keys"))
+  |> HRWBench.summary("lookup, 10k varying keys", ours, theirs, per_call)
+end
