@@ -42,6 +42,10 @@ defmodule HRW.Bounded do
     {epsilon, hash_fn} = options!(opts)
     keys = checked_keys!(keys)
     HRW.checked_nodes!(nodes)
+    # Any epsilon >= the number of nodes lifts every cap to at least the number of
+    # keys: the same assignment as no cap. Clamping first keeps the float arithmetic
+    # finite for huge epsilons (a bignum epsilon cannot even become a float).
+    epsilon = min(epsilon, length(nodes)) / 1
 
     case hash_fn do
       nil ->
@@ -92,7 +96,7 @@ defmodule HRW.Bounded do
     epsilon =
       case Keyword.get(opts, :epsilon, 0.25) do
         e when is_number(e) and e >= 0 ->
-          e / 1
+          e
 
         e ->
           raise ArgumentError,

@@ -25,6 +25,7 @@ defmodule HRW.Native do
   def list_owners_dirty(_key, _nodes, _count), do: err()
 
   def weighted_score(_key, _entry), do: err()
+  def weighted_score_dirty(_key, _entry), do: err()
   def weighted_list_owner(_key, _nodes), do: err()
   def weighted_list_owner_dirty(_key, _nodes), do: err()
   def weighted_list_owners(_key, _nodes, _count), do: err()

@@ -17,9 +17,16 @@ defmodule HRW.Prepared do
         %{prepared | resource: resource}
 
       _ ->
-        {resource, _, _, ^fingerprint} = build.(prepared)
-        Process.put({module, :rebuilt}, {fingerprint, resource})
-        %{prepared | resource: resource}
+        case build.(prepared) do
+          {resource, _, _, ^fingerprint} ->
+            Process.put({module, :rebuilt}, {fingerprint, resource})
+            %{prepared | resource: resource}
+
+          _ ->
+            # Only a struct whose fields were changed by hand gets here.
+            raise ArgumentError,
+                  "the #{inspect(module)} struct's nodes do not match its fingerprint"
+        end
     end
   end
 

@@ -19,7 +19,8 @@ defmodule HRW.Weighted do
   """
   @behaviour HRW.Scorer
 
-  alias HRW.Native
+  require HRW.Scheduling
+  alias HRW.{Native, Scheduling}
 
   import Bitwise
 
@@ -44,10 +45,31 @@ defmodule HRW.Weighted do
   """
   @impl HRW.Scorer
   @spec score(t(), term(), {term(), number()}) :: float()
-  def score(%__MODULE__{hash_fn: nil}, key, entry), do: Native.weighted_score(key, entry)
+  def score(%__MODULE__{hash_fn: nil}, key, entry) do
+    Scheduling.dirty_fallback(
+      Native.weighted_score(key, entry),
+      Native.weighted_score_dirty(key, entry)
+    )
+  end
 
-  def score(%__MODULE__{hash_fn: hash_fn}, key, {node, weight}) do
+  def score(%__MODULE__{hash_fn: hash_fn}, key, {node, weight})
+      when is_number(weight) and weight > 0 do
     normalized = (hash_fn.({key, node}) &&& @phash2_max) / @phash2_max
-    :math.pow(normalized, 1 / weight)
+    :math.pow(normalized, exponent(weight))
+  end
+
+  def score(%__MODULE__{}, _key, entry) do
+    raise ArgumentError,
+          "weighted nodes must be {node, weight} tuples with a positive number as weight, " <>
+            "got: #{inspect(entry, limit: 5, printable_limit: 50)}"
+  end
+
+  # `1 / weight`, saturated where it leaves the float range: the limits of
+  # `normalized ** (1 / weight)` as the exponent grows (a tiny weight) or shrinks (an
+  # integer weight too large for a float).
+  defp exponent(weight) do
+    1 / weight
+  rescue
+    ArithmeticError -> if weight < 1, do: 1.7976931348623157e308, else: 0.0
   end
 end
