@@ -311,7 +311,7 @@ defmodule HRW do
   defp checked_count(count) when is_integer(count) and count >= 0, do: min(count, @max_count)
 
   defp checked_count(count) do
-    raise ArgumentError, "count must be a non-negative integer, got: #{inspect(count)}"
+    raise ArgumentError, "count must be a non-negative integer, got: #{brief(count)}"
   end
 
   defp checked_list([]), do: raise(ArgumentError, "nodes must be a non-empty list")
@@ -328,7 +328,7 @@ defmodule HRW do
   defp improper_tail(tail), do: tail
 
   defp not_nodes(nodes) do
-    "expected nodes to be a non-empty list, got: #{inspect(nodes, limit: 5)}"
+    "expected nodes to be a non-empty list, got: #{brief(nodes)}"
   end
 
   @doc false
@@ -337,12 +337,12 @@ defmodule HRW do
   @spec scorer(keyword(), String.t(), [atom()]) :: :native | :weighted | struct()
   def scorer(opts, caller, allowed \\ [:scorer]) do
     unless Keyword.keyword?(opts) do
-      raise ArgumentError, "#{caller} expects a keyword list of options, got: #{inspect(opts)}"
+      raise ArgumentError, "#{caller} expects a keyword list of options, got: #{brief(opts)}"
     end
 
     case Keyword.keys(opts) -- allowed do
       [] -> :ok
-      unknown -> raise ArgumentError, "#{caller} got unknown options: #{inspect(unknown)}"
+      unknown -> raise ArgumentError, "#{caller} got unknown options: #{brief(unknown)}"
     end
 
     case Keyword.get(opts, :scorer) do
@@ -359,7 +359,7 @@ defmodule HRW do
         scorer
 
       %struct{hash_fn: f} when struct in [HRW, HRW.Weighted] ->
-        raise ArgumentError, "hash_fn must be a function of arity 1, got: #{inspect(f)}"
+        raise ArgumentError, "hash_fn must be a function of arity 1, got: #{brief(f)}"
 
       %mod{} = scorer ->
         if function_exported?(mod, :score, 3) do
@@ -369,7 +369,7 @@ defmodule HRW do
         end
 
       other ->
-        raise ArgumentError, "scorer must be a scorer struct, got: #{inspect(other)}"
+        raise ArgumentError, "scorer must be a scorer struct, got: #{brief(other)}"
     end
   end
 
@@ -387,9 +387,20 @@ defmodule HRW do
       other ->
         raise ArgumentError,
               "#{caller} prepares nodes for the native scorers %HRW{} and %HRW.Weighted{}; " <>
-                "#{inspect(other)} runs in Elixir, use it with a plain list"
+                "#{brief(other)} runs in Elixir, use it with a plain list"
     end
   end
+
+  @doc false
+  # A short, bounded-time rendering of a user's value for an error message: huge
+  # integers are not converted to decimal (quadratic in their size), collections
+  # and strings are truncated.
+  @spec brief(term()) :: String.t()
+  def brief(value) when is_integer(value) and abs(value) > 0xFFFF_FFFF_FFFF_FFFF do
+    "an integer of #{byte_size(:binary.encode_unsigned(abs(value)))} bytes"
+  end
+
+  def brief(value), do: inspect(value, limit: 5, printable_limit: 64)
 
   @doc false
   # A non-empty proper list, or ArgumentError.

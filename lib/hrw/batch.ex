@@ -119,7 +119,7 @@ defmodule HRW.Batch do
   defp native_target(other, _opts) do
     raise ArgumentError,
           "expected nodes to be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
-            inspect(other, limit: 5)
+            HRW.brief(other)
   end
 
   defp rebuilt(%HRW.Ring{} = ring), do: HRW.Ring.rebuilt(ring)
@@ -137,6 +137,6 @@ defmodule HRW.Batch do
   defp checked_keys(keys) when is_list(keys), do: keys
 
   defp checked_keys(keys) do
-    raise ArgumentError, "keys must be a list, got: #{inspect(keys, limit: 5)}"
+    raise ArgumentError, "keys must be a list, got: #{HRW.brief(keys)}"
   end
 end

@@ -90,7 +90,8 @@ defmodule HRW.Bounded do
         :ok
 
       unknown ->
-        raise ArgumentError, "HRW.Bounded.assignments/3 got unknown options: #{inspect(unknown)}"
+        raise ArgumentError,
+              "HRW.Bounded.assignments/3 got unknown options: #{HRW.brief(unknown)}"
     end
 
     epsilon =
@@ -100,13 +101,13 @@ defmodule HRW.Bounded do
 
         e ->
           raise ArgumentError,
-                "HRW.Bounded.assignments/3 requires :epsilon >= 0, got: #{inspect(e)}"
+                "HRW.Bounded.assignments/3 requires :epsilon >= 0, got: #{HRW.brief(e)}"
       end
 
     hash_fn =
       case Keyword.get(opts, :hash_fn) do
         f when is_nil(f) or is_function(f, 1) -> f
-        f -> raise ArgumentError, ":hash_fn must be a function of arity 1, got: #{inspect(f)}"
+        f -> raise ArgumentError, ":hash_fn must be a function of arity 1, got: #{HRW.brief(f)}"
       end
 
     {epsilon, hash_fn}
@@ -120,5 +121,5 @@ defmodule HRW.Bounded do
   end
 
   defp checked_keys!(keys),
-    do: raise(ArgumentError, "keys must be a list, got: #{inspect(keys, limit: 5)}")
+    do: raise(ArgumentError, "keys must be a list, got: #{HRW.brief(keys)}")
 end

@@ -25,25 +25,28 @@ fn charge_bytes(budget: &mut Budget, len: usize) -> Outcome<()> {
 }
 
 fn id_at(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
+    if depth > MAX_DEPTH {
+        return bad_arg(format!("term nested deeper than {MAX_DEPTH} levels"));
+    }
     // Binaries are by far the most common keys and nodes: try them first, which
     // skips the generic type query.
     if let Ok(bin) = Binary::from_term(term) {
         charge_bytes(budget, bin.len())?;
         return Ok(term_hash::binary(bin.as_slice()));
     }
-    if depth > MAX_DEPTH {
-        return bad_arg(format!("term nested deeper than {MAX_DEPTH} levels"));
-    }
     match term.get_type() {
         // Not a whole-byte binary (tried above): a bitstring.
         TermType::Binary => bitstring_id(term, budget),
-        TermType::Integer => match term.decode::<i64>() {
-            Ok(v) => {
-                budget.charge(COST_PER_TERM)?;
+        TermType::Integer => {
+            budget.charge(COST_PER_TERM)?;
+            if let Ok(v) = term.decode::<i64>() {
                 Ok(term_hash::int64(v))
+            } else if let Ok(v) = term.decode::<i128>() {
+                Ok(term_hash::integer(v < 0, &v.unsigned_abs().to_le_bytes()))
+            } else {
+                big_integer_id(term, budget)
             }
-            Err(_) => big_integer_id(term, budget),
-        },
+        }
         TermType::Float => {
             budget.charge(COST_PER_TERM)?;
             let value: f64 = term.decode().map_err(|_| unreadable("float"))?;
@@ -110,8 +113,14 @@ fn list_id(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
 
 /// The external term format of `term` (documented and stable; used only to read the
 /// value of bignums and the bits of bitstrings, never hashed as such for those).
-fn external(term: Term, budget: &mut Budget) -> Outcome<rustler::OwnedBinary> {
-    // The encoding is about as large as the term: charge before allocating it.
+/// `small` says the encoding has a small fixed bound (pids, ports, references);
+/// others (bignums, bitstrings, funs with their environment) can be arbitrarily
+/// large and their size is unknown until encoded, so a normal-scheduler call hands
+/// them to a dirty scheduler instead of encoding first.
+fn external(term: Term, small: bool, budget: &mut Budget) -> Outcome<rustler::OwnedBinary> {
+    if !small && budget.is_limited() {
+        return Err(Failure::NeedsDirty);
+    }
     budget.charge(COST_PER_TERM)?;
     let ext = term.to_binary();
     charge_bytes(budget, ext.as_slice().len())?;
@@ -119,7 +128,7 @@ fn external(term: Term, budget: &mut Budget) -> Outcome<rustler::OwnedBinary> {
 }
 
 fn big_integer_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
-    let ext = external(term, budget)?;
+    let ext = external(term, false, budget)?;
     let bytes = ext.as_slice();
     // 131, then SMALL_BIG_EXT (110, n:u8, sign:u8, digits) or LARGE_BIG_EXT
     // (111, n:u32 big-endian, sign:u8, digits); digits are the magnitude, little-endian.
@@ -135,7 +144,7 @@ fn big_integer_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
 }
 
 fn bitstring_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
-    let ext = external(term, budget)?;
+    let ext = external(term, false, budget)?;
     // 131, BIT_BINARY_EXT (77, len:u32 big-endian, bits-in-last-byte:u8, data).
     match ext.as_slice() {
         [131, 77, a, b, c, d, last_bits, data @ ..]
@@ -157,6 +166,6 @@ fn bitstring_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
 /// Pids, ports, references and funs name things inside one running cluster; their
 /// ids hash the external term format and are stable only within that cluster.
 fn opaque_id(tag: u8, term: Term, budget: &mut Budget) -> Outcome<u64> {
-    let ext = external(term, budget)?;
+    let ext = external(term, tag != tag::FUN, budget)?;
     Ok(term_hash::opaque(tag, ext.as_slice()))
 }
