@@ -6,7 +6,7 @@
 //! keys this runs on our rayon pool. (3) Back on the calling thread, build the result
 //! terms from the owner indices.
 
-use crate::failure::{bad_arg, Budget, Outcome};
+use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
 use crate::ring::{self, RingResource};
 use crate::skeleton::{self, SkeletonResource, LOOKUP_COST};
@@ -14,7 +14,7 @@ use crate::term_id::{term_id, COST_PER_TERM};
 use hrw_core::ring::Ring;
 use rayon::prelude::*;
 use rustler::types::tuple::get_tuple;
-use rustler::{Atom, Encoder, Env, NifResult, Term};
+use rustler::{Atom, Encoder, Env, Term};
 use std::sync::OnceLock;
 
 mod atoms {
@@ -258,20 +258,9 @@ fn moves<'a>(
     Ok(out.encode(env))
 }
 
-macro_rules! twin_nifs {
-    ($normal:ident, $dirty:ident, $f:ident, ($($arg:ident),*)) => {
-        #[rustler::nif]
-        fn $normal<'a>(env: Env<'a>, $($arg: Term<'a>,)* threads: usize) -> NifResult<Term<'a>> {
-            Ok($f(env, $($arg,)* threads, Budget::normal())?)
-        }
-
-        #[rustler::nif(schedule = "DirtyCpu")]
-        fn $dirty<'a>(env: Env<'a>, $($arg: Term<'a>,)* threads: usize) -> NifResult<Term<'a>> {
-            Ok($f(env, $($arg,)* threads, Budget::dirty())?)
-        }
-    };
-}
-
-twin_nifs!(batch_owners, batch_owners_dirty, owners, (keys, target));
-twin_nifs!(batch_groups, batch_groups_dirty, groups, (keys, target));
-twin_nifs!(batch_moves, batch_moves_dirty, moves, (keys, before, after));
+twin_nifs!(batch_owners, batch_owners_dirty => owners(env, keys, target, threads),
+    <'a>(keys: Term<'a>, target: Term<'a>, threads: usize) -> [Term<'a>]);
+twin_nifs!(batch_groups, batch_groups_dirty => groups(env, keys, target, threads),
+    <'a>(keys: Term<'a>, target: Term<'a>, threads: usize) -> [Term<'a>]);
+twin_nifs!(batch_moves, batch_moves_dirty => moves(env, keys, before, after, threads),
+    <'a>(keys: Term<'a>, before: Term<'a>, after: Term<'a>, threads: usize) -> [Term<'a>]);

@@ -1,10 +1,10 @@
 //! `HRW.Bounded.assignments/3`, native path: one call for the whole key set.
 
-use crate::failure::{bad_arg, Budget, Outcome};
+use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
 use crate::term_id::{term_id, COST_PER_TERM};
 use hrw_core::bounded::assign;
-use rustler::{Env, NifResult, Term};
+use rustler::{Env, Term};
 
 /// Budget units per key and node (first-choice scans, occasional re-ranking).
 const COST_PER_KEY_NODE: u64 = 2;
@@ -40,22 +40,5 @@ fn assignments<'a>(
         .or_else(|_| bad_arg("could not build the assignment map"))
 }
 
-#[rustler::nif]
-fn bounded_assignments<'a>(
-    env: Env<'a>,
-    keys: Term<'a>,
-    nodes: Term<'a>,
-    epsilon: f64,
-) -> NifResult<Term<'a>> {
-    Ok(assignments(env, keys, nodes, epsilon, Budget::normal())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn bounded_assignments_dirty<'a>(
-    env: Env<'a>,
-    keys: Term<'a>,
-    nodes: Term<'a>,
-    epsilon: f64,
-) -> NifResult<Term<'a>> {
-    Ok(assignments(env, keys, nodes, epsilon, Budget::dirty())?)
-}
+twin_nifs!(bounded_assignments, bounded_assignments_dirty => assignments(env, keys, nodes, epsilon),
+    <'a>(keys: Term<'a>, nodes: Term<'a>, epsilon: f64) -> [Term<'a>]);

@@ -99,3 +99,36 @@ impl Budget {
         Ok(())
     }
 }
+
+/// Declares a NIF on a normal scheduler and its `_dirty` twin on a dirty CPU
+/// scheduler, both calling `f(args..., budget)` with the matching [`Budget`].
+/// (Parameters and return type are passed as plain tokens: rustler's `nif`
+/// attribute does not accept the grouped `ty` fragments of `macro_rules`.)
+macro_rules! twin_nifs {
+    // With the env first: written here, since rustler re-creates that parameter.
+    ($normal:ident, $dirty:ident => $f:ident(env $(, $arg:ident)*),
+     <$lt:lifetime>($($params:tt)*) -> [$($ret:tt)+]) => {
+        #[rustler::nif]
+        fn $normal<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::NifResult<$($ret)+> {
+            Ok($f(env, $($arg,)* $crate::failure::Budget::normal())?)
+        }
+
+        #[rustler::nif(schedule = "DirtyCpu")]
+        fn $dirty<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::NifResult<$($ret)+> {
+            Ok($f(env, $($arg,)* $crate::failure::Budget::dirty())?)
+        }
+    };
+    ($normal:ident, $dirty:ident => $f:ident($($arg:ident),*),
+     $(<$lt:lifetime>)? ($($params:tt)*) -> [$($ret:tt)+]) => {
+        #[rustler::nif]
+        fn $normal$(<$lt>)?($($params)*) -> rustler::NifResult<$($ret)+> {
+            Ok($f($($arg,)* $crate::failure::Budget::normal())?)
+        }
+
+        #[rustler::nif(schedule = "DirtyCpu")]
+        fn $dirty$(<$lt>)?($($params)*) -> rustler::NifResult<$($ret)+> {
+            Ok($f($($arg,)* $crate::failure::Budget::dirty())?)
+        }
+    };
+}
+pub(crate) use twin_nifs;

@@ -1,9 +1,9 @@
 //! The stateless list path: hash every node term, score with N3, nothing cached.
 
-use crate::failure::{bad_arg, Budget, Outcome};
+use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::term_id::term_id;
 use hrw_core::{n3, scan};
-use rustler::{Encoder, Env, NifResult, Term};
+use rustler::{Encoder, Env, Term};
 use smallvec::SmallVec;
 
 /// Budget units per node beyond hashing it: the score and the bookkeeping.
@@ -88,58 +88,22 @@ fn owners<'a>(
     Ok(picked.encode(env))
 }
 
-#[rustler::nif]
-fn list_owner<'a>(key: Term<'a>, nodes: Term<'a>) -> NifResult<Term<'a>> {
-    Ok(owner(key, nodes, Budget::normal())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn list_owner_dirty<'a>(key: Term<'a>, nodes: Term<'a>) -> NifResult<Term<'a>> {
-    Ok(owner(key, nodes, Budget::dirty())?)
-}
-
-#[rustler::nif]
-fn list_owners<'a>(
-    env: Env<'a>,
-    key: Term<'a>,
-    nodes: Term<'a>,
-    count: usize,
-) -> NifResult<Term<'a>> {
-    Ok(owners(env, key, nodes, count, Budget::normal())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn list_owners_dirty<'a>(
-    env: Env<'a>,
-    key: Term<'a>,
-    nodes: Term<'a>,
-    count: usize,
-) -> NifResult<Term<'a>> {
-    Ok(owners(env, key, nodes, count, Budget::dirty())?)
-}
+twin_nifs!(list_owner, list_owner_dirty => owner(key, nodes),
+    <'a>(key: Term<'a>, nodes: Term<'a>) -> [Term<'a>]);
+twin_nifs!(list_owners, list_owners_dirty => owners(env, key, nodes, count),
+    <'a>(key: Term<'a>, nodes: Term<'a>, count: usize) -> [Term<'a>]);
+twin_nifs!(term_id, term_id_dirty => id_of(term),
+    (term: Term) -> [u64]);
+twin_nifs!(score, score_dirty => score_of(key, node),
+    (key: Term, node: Term) -> [u64]);
 
 /// The canonical id of any term (docs/HASHING.md); exposed for users and tests.
-#[rustler::nif]
-fn term_id(term: Term) -> NifResult<u64> {
-    Ok(crate::term_id::term_id(term, &mut Budget::normal())?)
+fn id_of(term: Term, mut budget: Budget) -> Outcome<u64> {
+    crate::term_id::term_id(term, &mut budget)
 }
 
 /// The N3 score of `node` for `key`: `HRW.owner/2` picks the node maximising it.
-#[rustler::nif]
-fn score(key: Term, node: Term) -> NifResult<u64> {
-    let mut budget = Budget::normal();
-    let k = n3::prep(crate::term_id::term_id(key, &mut budget)?);
-    Ok(n3::score(k, crate::term_id::term_id(node, &mut budget)?))
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn term_id_dirty(term: Term) -> NifResult<u64> {
-    Ok(crate::term_id::term_id(term, &mut Budget::dirty())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn score_dirty(key: Term, node: Term) -> NifResult<u64> {
-    let mut budget = Budget::dirty();
-    let k = n3::prep(crate::term_id::term_id(key, &mut budget)?);
-    Ok(n3::score(k, crate::term_id::term_id(node, &mut budget)?))
+fn score_of(key: Term, node: Term, mut budget: Budget) -> Outcome<u64> {
+    let k = n3::prep(term_id(key, &mut budget)?);
+    Ok(n3::score(k, term_id(node, &mut budget)?))
 }

@@ -1,12 +1,12 @@
 //! `HRW.Ring`: the exact prepared ring in a NIF resource.
 
-use crate::failure::{Budget, Failure, Outcome};
+use crate::failure::{twin_nifs, Budget, Failure, Outcome};
 use crate::nodeset;
 use crate::resource::{self, Resource};
 use crate::term_id::term_id;
 use hrw_core::ring::Ring;
 use rustler::sys::ErlNifResourceType;
-use rustler::{Env, NifResult, Term};
+use rustler::{Env, Term};
 use std::sync::atomic::AtomicPtr;
 
 pub struct RingResource(pub Ring);
@@ -67,32 +67,9 @@ fn owners(ring: Term, key: Term, count: usize, mut budget: Budget) -> Outcome<Ve
     Ok(ring.0.owners(key, count))
 }
 
-#[rustler::nif]
-fn ring_new<'a>(env: Env<'a>, nodes: Term<'a>, weighted: bool) -> NifResult<Term<'a>> {
-    Ok(build(env, nodes, weighted, Budget::normal())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn ring_new_dirty<'a>(env: Env<'a>, nodes: Term<'a>, weighted: bool) -> NifResult<Term<'a>> {
-    Ok(build(env, nodes, weighted, Budget::dirty())?)
-}
-
-#[rustler::nif]
-fn ring_owner(ring: Term, key: Term) -> NifResult<usize> {
-    Ok(owner(ring, key, Budget::normal())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn ring_owner_dirty(ring: Term, key: Term) -> NifResult<usize> {
-    Ok(owner(ring, key, Budget::dirty())?)
-}
-
-#[rustler::nif]
-fn ring_owners(ring: Term, key: Term, count: usize) -> NifResult<Vec<usize>> {
-    Ok(owners(ring, key, count, Budget::normal())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn ring_owners_dirty(ring: Term, key: Term, count: usize) -> NifResult<Vec<usize>> {
-    Ok(owners(ring, key, count, Budget::dirty())?)
-}
+twin_nifs!(ring_new, ring_new_dirty => build(env, nodes, weighted),
+    <'a>(nodes: Term<'a>, weighted: bool) -> [Term<'a>]);
+twin_nifs!(ring_owner, ring_owner_dirty => owner(ring, key),
+    (ring: Term, key: Term) -> [usize]);
+twin_nifs!(ring_owners, ring_owners_dirty => owners(ring, key, count),
+    (ring: Term, key: Term, count: usize) -> [Vec<usize>]);

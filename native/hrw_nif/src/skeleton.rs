@@ -1,12 +1,12 @@
 //! `HRW.Skeleton`: the O(log n) churn-stable skeleton in a NIF resource.
 
-use crate::failure::{Budget, Failure, Outcome};
+use crate::failure::{twin_nifs, Budget, Failure, Outcome};
 use crate::nodeset;
 use crate::resource::{self, Resource};
 use crate::term_id::term_id;
 use hrw_core::skeleton::Skeleton;
 use rustler::sys::ErlNifResourceType;
-use rustler::{Env, NifResult, Term};
+use rustler::{Env, Term};
 use std::sync::atomic::AtomicPtr;
 
 pub struct SkeletonResource(pub Skeleton);
@@ -59,42 +59,9 @@ fn owners(skeleton: Term, key: Term, count: usize, mut budget: Budget) -> Outcom
     Ok(skeleton.0.owners(key, count))
 }
 
-#[rustler::nif]
-fn skeleton_new<'a>(
-    env: Env<'a>,
-    nodes: Term<'a>,
-    weighted: bool,
-    leaf_size: usize,
-) -> NifResult<Term<'a>> {
-    Ok(build(env, nodes, weighted, leaf_size, Budget::normal())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn skeleton_new_dirty<'a>(
-    env: Env<'a>,
-    nodes: Term<'a>,
-    weighted: bool,
-    leaf_size: usize,
-) -> NifResult<Term<'a>> {
-    Ok(build(env, nodes, weighted, leaf_size, Budget::dirty())?)
-}
-
-#[rustler::nif]
-fn skeleton_owner(skeleton: Term, key: Term) -> NifResult<usize> {
-    Ok(owner(skeleton, key, Budget::normal())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn skeleton_owner_dirty(skeleton: Term, key: Term) -> NifResult<usize> {
-    Ok(owner(skeleton, key, Budget::dirty())?)
-}
-
-#[rustler::nif]
-fn skeleton_owners(skeleton: Term, key: Term, count: usize) -> NifResult<Vec<usize>> {
-    Ok(owners(skeleton, key, count, Budget::normal())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn skeleton_owners_dirty(skeleton: Term, key: Term, count: usize) -> NifResult<Vec<usize>> {
-    Ok(owners(skeleton, key, count, Budget::dirty())?)
-}
+twin_nifs!(skeleton_new, skeleton_new_dirty => build(env, nodes, weighted, leaf_size),
+    <'a>(nodes: Term<'a>, weighted: bool, leaf_size: usize) -> [Term<'a>]);
+twin_nifs!(skeleton_owner, skeleton_owner_dirty => owner(skeleton, key),
+    (skeleton: Term, key: Term) -> [usize]);
+twin_nifs!(skeleton_owners, skeleton_owners_dirty => owners(skeleton, key, count),
+    (skeleton: Term, key: Term, count: usize) -> [Vec<usize>]);

@@ -1,11 +1,11 @@
 //! Weighted nodes `{node, weight}`: decoding, and the stateless weighted list path.
 
-use crate::failure::{bad_arg, Budget, Outcome};
+use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::list::for_each_node;
 use crate::term_id::term_id;
 use hrw_core::n3;
 use hrw_core::weighted::{valid_weight, Standing};
-use rustler::{Binary, Encoder, Env, NifResult, Term, TermType};
+use rustler::{Binary, Encoder, Env, Term, TermType};
 
 /// Weights above 2^53 would lose integer precision; nobody needs them.
 const MAX_WEIGHT: f64 = 9_007_199_254_740_992.0;
@@ -137,49 +137,16 @@ fn owners<'a>(
     Ok(picked.encode(env))
 }
 
-#[rustler::nif]
-fn weighted_list_owner<'a>(key: Term<'a>, nodes: Term<'a>) -> NifResult<Term<'a>> {
-    Ok(owner(key, nodes, Budget::normal())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn weighted_list_owner_dirty<'a>(key: Term<'a>, nodes: Term<'a>) -> NifResult<Term<'a>> {
-    Ok(owner(key, nodes, Budget::dirty())?)
-}
-
-#[rustler::nif]
-fn weighted_list_owners<'a>(
-    env: Env<'a>,
-    key: Term<'a>,
-    nodes: Term<'a>,
-    count: usize,
-) -> NifResult<Term<'a>> {
-    Ok(owners(env, key, nodes, count, Budget::normal())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn weighted_list_owners_dirty<'a>(
-    env: Env<'a>,
-    key: Term<'a>,
-    nodes: Term<'a>,
-    count: usize,
-) -> NifResult<Term<'a>> {
-    Ok(owners(env, key, nodes, count, Budget::dirty())?)
-}
+twin_nifs!(weighted_list_owner, weighted_list_owner_dirty => owner(key, nodes),
+    <'a>(key: Term<'a>, nodes: Term<'a>) -> [Term<'a>]);
+twin_nifs!(weighted_list_owners, weighted_list_owners_dirty => owners(env, key, nodes, count),
+    <'a>(key: Term<'a>, nodes: Term<'a>, count: usize) -> [Term<'a>]);
+twin_nifs!(weighted_score, weighted_score_dirty => score(key, entry),
+    (key: Term, entry: Term) -> [f64]);
 
 /// The weighted standing as a score where higher wins: `-cost`.
 fn score(key: Term, entry: Term, mut budget: Budget) -> Outcome<f64> {
     let (node, weight) = decode_weighted(entry)?;
     let k = n3::prep(term_id(key, &mut budget)?);
     Ok(-Standing::new(n3::score(k, term_id(node, &mut budget)?), weight).cost)
-}
-
-#[rustler::nif]
-fn weighted_score(key: Term, entry: Term) -> NifResult<f64> {
-    Ok(score(key, entry, Budget::normal())?)
-}
-
-#[rustler::nif(schedule = "DirtyCpu")]
-fn weighted_score_dirty(key: Term, entry: Term) -> NifResult<f64> {
-    Ok(score(key, entry, Budget::dirty())?)
 }
