@@ -138,7 +138,7 @@ TERMS = [
 N3_PAIRS = [(0, 0), (1, 0), (0, 1), (2**64 - 1, 2**63), (0x0123456789ABCDEF, 0xFEDCBA9876543210),
             (42, 2**29), (2**32, 2**59), (0xDEADBEEF, 7)]
 
-if __name__ == "__main__":
+def print_vectors():
     print("# N3 (key, node, score)")
     for k, n in N3_PAIRS:
         print(f"({k:#x}, {n:#x}, {n3(k, n):#x}),")
@@ -181,5 +181,10 @@ def fixture(path, cases=300, seed=7):
             out.write(f"{key}\t{','.join(nodes)}\t{ranked[0]}\t{','.join(ranked[:3])}\n")
 
 
-if __name__ == "__main__" and len(__import__("sys").argv) > 2 and __import__("sys").argv[1] == "fixture":
-    fixture(__import__("sys").argv[2])
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) > 2 and sys.argv[1] == "fixture":
+        fixture(sys.argv[2])
+    else:
+        print_vectors()
