@@ -115,9 +115,12 @@ defmodule HRW.Skeleton do
       owner(rebuilt(skeleton), key)
   end
 
-  def owner(%__MODULE__{scorer: scorer} = skeleton, key) do
+  def owner(%__MODULE__{resource: nil, scorer: scorer} = skeleton, key) do
     HRW.Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
   end
+
+  # Anything else in the resource field cannot be used here: rebuild, as for a stale one.
+  def owner(%__MODULE__{} = skeleton, key), do: owner(rebuilt(skeleton), key)
 
   @doc false
   @spec owners(t(), term(), non_neg_integer()) :: [term()]
