@@ -104,7 +104,7 @@ defmodule HRW do
   def owner(key, nodes, opts \\ [])
 
   # The common calls, with no options, skip option parsing.
-  def owner(key, nodes, []) when is_list(nodes), do: list_owner(key, nodes)
+  def owner(key, nodes, []) when is_list(nodes), do: list_owner(key, nodes, false)
   def owner(key, %HRW.Skeleton{} = skeleton, []), do: HRW.Skeleton.owner(skeleton, key)
   def owner(key, %HRW.Ring{} = ring, []), do: HRW.Ring.owner(ring, key)
 
@@ -120,8 +120,8 @@ defmodule HRW do
 
   def owner(key, nodes, opts) when is_list(nodes) do
     case scorer(opts, "HRW.owner/3") do
-      :native -> list_owner(key, nodes)
-      :weighted -> weighted_list_owner(key, nodes)
+      :native -> list_owner(key, nodes, false)
+      :weighted -> list_owner(key, nodes, true)
       scorer -> HRW.Compat.owner(key, checked_list(nodes), scorer)
     end
   end
@@ -165,8 +165,8 @@ defmodule HRW do
     count = checked_count(count)
 
     case scorer(opts, "HRW.owners/4") do
-      :native -> list_owners(key, nodes, count)
-      :weighted -> weighted_list_owners(key, nodes, count)
+      :native -> list_owners(key, nodes, count, false)
+      :weighted -> list_owners(key, nodes, count, true)
       scorer -> HRW.Compat.owners(key, checked_list(nodes), count, scorer)
     end
   end
@@ -278,28 +278,17 @@ defmodule HRW do
 
   # -- native calls ------------------------------------------------------------
 
-  defp list_owner(key, nodes) do
-    Scheduling.dirty_fallback(Native.list_owner(key, nodes), Native.list_owner_dirty(key, nodes))
-  end
-
-  defp list_owners(key, nodes, count) do
+  defp list_owner(key, nodes, weighted?) do
     Scheduling.dirty_fallback(
-      Native.list_owners(key, nodes, count),
-      Native.list_owners_dirty(key, nodes, count)
+      Native.list_owner(key, nodes, weighted?),
+      Native.list_owner_dirty(key, nodes, weighted?)
     )
   end
 
-  defp weighted_list_owner(key, nodes) do
+  defp list_owners(key, nodes, count, weighted?) do
     Scheduling.dirty_fallback(
-      Native.weighted_list_owner(key, nodes),
-      Native.weighted_list_owner_dirty(key, nodes)
-    )
-  end
-
-  defp weighted_list_owners(key, nodes, count) do
-    Scheduling.dirty_fallback(
-      Native.weighted_list_owners(key, nodes, count),
-      Native.weighted_list_owners_dirty(key, nodes, count)
+      Native.list_owners(key, nodes, count, weighted?),
+      Native.list_owners_dirty(key, nodes, count, weighted?)
     )
   end
 

@@ -19,17 +19,13 @@ defmodule HRW.Native do
   def score(_key, _node), do: err()
   def score_dirty(_key, _node), do: err()
 
-  def list_owner(_key, _nodes), do: err()
-  def list_owner_dirty(_key, _nodes), do: err()
-  def list_owners(_key, _nodes, _count), do: err()
-  def list_owners_dirty(_key, _nodes, _count), do: err()
+  def list_owner(_key, _nodes, _weighted), do: err()
+  def list_owner_dirty(_key, _nodes, _weighted), do: err()
+  def list_owners(_key, _nodes, _count, _weighted), do: err()
+  def list_owners_dirty(_key, _nodes, _count, _weighted), do: err()
 
   def weighted_score(_key, _entry), do: err()
   def weighted_score_dirty(_key, _entry), do: err()
-  def weighted_list_owner(_key, _nodes), do: err()
-  def weighted_list_owner_dirty(_key, _nodes), do: err()
-  def weighted_list_owners(_key, _nodes, _count), do: err()
-  def weighted_list_owners_dirty(_key, _nodes, _count), do: err()
 
   def ring_new(_nodes, _weighted), do: err()
   def ring_new_dirty(_nodes, _weighted), do: err()

@@ -1,7 +1,9 @@
 //! The stateless list path: hash every node term, score with N3, nothing cached.
 
-use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
+use crate::failure::{bad_arg, twin_nifs, Budget, Failure, Outcome};
+use crate::nodeset;
 use crate::term_id::term_id;
+use hrw_core::ring::Ring;
 use hrw_core::{n3, scan};
 use rustler::{Encoder, Env, Term};
 use smallvec::SmallVec;
@@ -67,31 +69,58 @@ fn owner<'a>(key: Term<'a>, nodes: Term<'a>, mut budget: Budget) -> Outcome<Term
     }
 }
 
+/// Weighted owners, and `owners` of either kind, go through a ring prepared for
+/// this call: the same code (and tie rules) as `HRW.Ring`, so list and ring agree by
+/// construction. Plain `owner` keeps its allocation-free path above.
+fn with_call_ring<'a, T>(
+    key: Term<'a>,
+    nodes: Term<'a>,
+    weighted: bool,
+    mut budget: Budget,
+    answer: impl FnOnce(&Ring, u64, &[Term<'a>]) -> T,
+) -> Outcome<T> {
+    let key = term_id(key, &mut budget)?;
+    let set = nodeset::decode(nodes, weighted, &mut budget)?;
+    Ok(answer(&Ring::new(&set.nodes), key, &set.terms))
+}
+
+fn owner_of_kind<'a>(
+    key: Term<'a>,
+    nodes: Term<'a>,
+    weighted: bool,
+    budget: Budget,
+) -> Outcome<Term<'a>> {
+    if !weighted {
+        return owner(key, nodes, budget);
+    }
+    with_call_ring(key, nodes, true, budget, |ring, key, terms| {
+        ring.owner(key).map(|i| terms[i])
+    })?
+    .ok_or_else(|| Failure::BadArg("nodes must be a non-empty list".into()))
+}
+
 fn owners<'a>(
     env: Env<'a>,
     key: Term<'a>,
     nodes: Term<'a>,
     count: usize,
-    mut budget: Budget,
+    weighted: bool,
+    budget: Budget,
 ) -> Outcome<Term<'a>> {
-    let k = n3::prep(term_id(key, &mut budget)?);
-    let mut scored: Vec<(u64, usize, Term<'a>)> = Vec::new();
-    each_node(nodes, &mut budget, |node, id| {
-        scored.push((n3::score(k, id), scored.len(), node))
-    })?;
-    // Equal scores mean equal ids (N3 is a bijection per key), i.e. a repeated node:
-    // sorting by (score desc, position asc) and dropping equal scores keeps its first.
-    scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    scored.dedup_by_key(|e| e.0);
-    scored.truncate(count);
-    let picked: Vec<Term<'a>> = scored.into_iter().map(|(_, _, node)| node).collect();
-    Ok(picked.encode(env))
+    with_call_ring(key, nodes, weighted, budget, |ring, key, terms| {
+        let picked: Vec<Term<'a>> = ring
+            .owners(key, count)
+            .into_iter()
+            .map(|i| terms[i])
+            .collect();
+        picked.encode(env)
+    })
 }
 
-twin_nifs!(list_owner, list_owner_dirty => owner(key, nodes),
-    <'a>(key: Term<'a>, nodes: Term<'a>) -> [Term<'a>]);
-twin_nifs!(list_owners, list_owners_dirty => owners(env, key, nodes, count),
-    <'a>(key: Term<'a>, nodes: Term<'a>, count: usize) -> [Term<'a>]);
+twin_nifs!(list_owner, list_owner_dirty => owner_of_kind(key, nodes, weighted),
+    <'a>(key: Term<'a>, nodes: Term<'a>, weighted: bool) -> [Term<'a>]);
+twin_nifs!(list_owners, list_owners_dirty => owners(env, key, nodes, count, weighted),
+    <'a>(key: Term<'a>, nodes: Term<'a>, count: usize, weighted: bool) -> [Term<'a>]);
 twin_nifs!(term_id, term_id_dirty => id_of(term),
     (term: Term) -> [u64]);
 twin_nifs!(score, score_dirty => score_of(key, node),

@@ -1,11 +1,10 @@
-//! Weighted nodes `{node, weight}`: decoding, and the stateless weighted list path.
+//! Weighted nodes `{node, weight}`: decoding, and the weighted score NIF.
 
 use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
-use crate::list::for_each_node;
 use crate::term_id::term_id;
 use hrw_core::n3;
 use hrw_core::weighted::{valid_weight, Standing};
-use rustler::{Binary, Encoder, Env, Term, TermType};
+use rustler::{Binary, Term, TermType};
 
 /// Weights above 2^53 would lose integer precision; nobody needs them.
 const MAX_WEIGHT: f64 = 9_007_199_254_740_992.0;
@@ -77,76 +76,12 @@ fn describe(term: Term) -> String {
     }
 }
 
-/// Every weighted node's (standing for key `k`, node term) in list order.
-fn standings<'a>(
-    k: u64,
-    nodes: Term<'a>,
-    budget: &mut Budget,
-) -> Outcome<Vec<(Standing, Term<'a>)>> {
-    let mut out = Vec::new();
-    for_each_node(nodes, budget, |entry, budget| {
-        let (node, weight) = decode_weighted(entry)?;
-        let id = term_id(node, budget)?;
-        out.push((Standing::new(n3::score(k, id), weight), node));
-        Ok(())
-    })?;
-    Ok(out)
-}
-
-fn owner<'a>(key: Term<'a>, nodes: Term<'a>, mut budget: Budget) -> Outcome<Term<'a>> {
-    let k = n3::prep(term_id(key, &mut budget)?);
-    let mut best: Option<(Standing, Term<'a>)> = None;
-    for (st, node) in standings(k, nodes, &mut budget)? {
-        if best.as_ref().is_none_or(|(b, _)| st.beats(b)) {
-            best = Some((st, node));
-        }
-    }
-    match best {
-        Some((_, node)) => Ok(node),
-        None => bad_arg("nodes must be a non-empty list"),
-    }
-}
-
-fn owners<'a>(
-    env: Env<'a>,
-    key: Term<'a>,
-    nodes: Term<'a>,
-    count: usize,
-    mut budget: Budget,
-) -> Outcome<Term<'a>> {
-    let k = n3::prep(term_id(key, &mut budget)?);
-    let mut all = standings(k, nodes, &mut budget)?;
-    // Best first; a node listed twice has the same raw score in both entries, so
-    // after sorting its best entry comes first and the others are dropped.
-    all.sort_by(|a, b| {
-        if a.0.beats(&b.0) {
-            std::cmp::Ordering::Less
-        } else if b.0.beats(&a.0) {
-            std::cmp::Ordering::Greater
-        } else {
-            std::cmp::Ordering::Equal
-        }
-    });
-    let mut seen = std::collections::HashSet::new();
-    let picked: Vec<Term<'a>> = all
-        .into_iter()
-        .filter(|(st, _)| seen.insert(st.score))
-        .take(count)
-        .map(|(_, node)| node)
-        .collect();
-    Ok(picked.encode(env))
-}
-
-twin_nifs!(weighted_list_owner, weighted_list_owner_dirty => owner(key, nodes),
-    <'a>(key: Term<'a>, nodes: Term<'a>) -> [Term<'a>]);
-twin_nifs!(weighted_list_owners, weighted_list_owners_dirty => owners(env, key, nodes, count),
-    <'a>(key: Term<'a>, nodes: Term<'a>, count: usize) -> [Term<'a>]);
-twin_nifs!(weighted_score, weighted_score_dirty => score(key, entry),
-    (key: Term, entry: Term) -> [f64]);
-
 /// The weighted standing as a score where higher wins: `-cost`.
 fn score(key: Term, entry: Term, mut budget: Budget) -> Outcome<f64> {
     let (node, weight) = decode_weighted(entry)?;
     let k = n3::prep(term_id(key, &mut budget)?);
     Ok(-Standing::new(n3::score(k, term_id(node, &mut budget)?), weight).cost)
 }
+
+twin_nifs!(weighted_score, weighted_score_dirty => score(key, entry),
+    (key: Term, entry: Term) -> [f64]);
