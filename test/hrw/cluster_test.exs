@@ -12,7 +12,7 @@ defmodule HRW.ClusterTest do
   setup_all do
     unless Node.alive?() do
       {_, 0} = System.cmd("epmd", ["-daemon"])
-      {:ok, _} = Node.start(:"hrw_test@127.0.0.1", :longnames)
+      {:ok, _} = Node.start(:"hrw_test_#{System.pid()}@127.0.0.1", :longnames)
     end
 
     # When peers stop one after another, global may ask a stopping peer to
@@ -45,7 +45,7 @@ defmodule HRW.ClusterTest do
   defp start_peer(tag) do
     {:ok, peer, node} =
       :peer.start(%{
-        name: :"hrw_cl_#{tag}_#{System.unique_integer([:positive])}",
+        name: :"hrw_cl_#{tag}_#{System.pid()}_#{System.unique_integer([:positive])}",
         host: ~c"127.0.0.1",
         longnames: true,
         # (global's warnings about the disconnects of stopped peers are noise here)
@@ -221,7 +221,7 @@ defmodule HRW.ClusterTest do
     start_supervised!(Supervisor.child_spec({HRW.Cluster, allow}, id: :allow))
     assert HRW.Cluster.members(:hrw_allow) == Enum.sort([node(), a])
 
-    allow_regex = [name: :hrw_allow_regex, allow: [~r/^hrw_cl_allowed/, ~r/^hrw_test@/]]
+    allow_regex = [name: :hrw_allow_regex, allow: [~r/^hrw_cl_allowed/, ~r/^hrw_test_/]]
     start_supervised!({HRW.Cluster, allow_regex})
     assert HRW.Cluster.members(:hrw_allow_regex) == Enum.sort([node(), a])
 
