@@ -31,8 +31,7 @@ defmodule HRW do
   """
   @behaviour HRW.Scorer
 
-  require HRW.Scheduling
-  alias HRW.{Native, Scheduling}
+  alias HRW.Native
 
   defstruct [:hash_fn]
 
@@ -59,7 +58,7 @@ defmodule HRW do
   @impl HRW.Scorer
   @spec score(t(), term(), term()) :: integer()
   def score(%__MODULE__{hash_fn: nil}, key, node) do
-    Scheduling.dirty_fallback(Native.score(key, node), Native.score_dirty(key, node))
+    Native.score(key, node)
   end
 
   def score(%__MODULE__{hash_fn: hash_fn}, key, node), do: hash_fn.({key, node})
@@ -81,7 +80,7 @@ defmodule HRW do
   """
   @spec term_id(term()) :: non_neg_integer()
   def term_id(term) do
-    Scheduling.dirty_fallback(Native.term_id(term), Native.term_id_dirty(term))
+    Native.term_id(term)
   end
 
   @doc """
@@ -105,8 +104,12 @@ defmodule HRW do
 
   # The common calls, with no options, skip option parsing.
   def owner(key, nodes, []) when is_list(nodes), do: list_owner(key, nodes, false)
+
+  def owner(key, %HRW.Skeleton{resource: r} = skeleton, []) when is_reference(r),
+    do: Native.skeleton_owner(skeleton, key)
+
+  def owner(key, %HRW.Ring{} = ring, []), do: Native.ring_owner(ring, key)
   def owner(key, %HRW.Skeleton{} = skeleton, []), do: HRW.Skeleton.owner(skeleton, key)
-  def owner(key, %HRW.Ring{} = ring, []), do: HRW.Ring.owner(ring, key)
 
   def owner(key, %HRW.Skeleton{} = skeleton, opts) do
     _ = scorer(opts, "HRW.owner/3")
@@ -278,19 +281,10 @@ defmodule HRW do
 
   # -- native calls ------------------------------------------------------------
 
-  defp list_owner(key, nodes, weighted?) do
-    Scheduling.dirty_fallback(
-      Native.list_owner(key, nodes, weighted?),
-      Native.list_owner_dirty(key, nodes, weighted?)
-    )
-  end
+  defp list_owner(key, nodes, weighted?), do: Native.list_owner(key, nodes, weighted?)
 
-  defp list_owners(key, nodes, count, weighted?) do
-    Scheduling.dirty_fallback(
-      Native.list_owners(key, nodes, count, weighted?),
-      Native.list_owners_dirty(key, nodes, count, weighted?)
-    )
-  end
+  defp list_owners(key, nodes, count, weighted?),
+    do: Native.list_owners(key, nodes, count, weighted?)
 
   # -- validation --------------------------------------------------------------
 

@@ -6,38 +6,26 @@ defmodule HRW.Batch do
   # one thread fewer than there are dirty CPU schedulers online: the batch leaves a
   # core to the normal schedulers. (On a 2-core machine that means no split: with
   # both cores busy, a 1 ms timer on a normal scheduler was seen 100+ ms late.)
-  # Lists longer than
-  # @dirty_keys go to the dirty scheduler directly: any target makes that much work
-  # exceed the budget, and trying on the normal scheduler first would only waste it.
+  # Scheduling and the NIF's target protocol live in `HRW.Native`.
 
-  @dirty_keys 8192
-
-  require HRW.Scheduling
-  alias HRW.{Native, Scheduling}
+  alias HRW.Native
 
   @spec owners([term()], HRW.target(), keyword()) :: [term()]
   def owners(keys, target, opts) do
-    native(keys, [target], opts, &Enum.map(keys, fn key -> HRW.owner(key, &1, opts) end), fn
-      [t], threads ->
-        dispatch(
-          keys,
-          fn -> Native.batch_owners(keys, t, threads) end,
-          fn -> Native.batch_owners_dirty(keys, t, threads) end
-        )
-    end)
+    if elixir_scored?(target, opts) do
+      keys |> checked_keys() |> Enum.map(&HRW.owner(&1, target, opts))
+    else
+      Native.batch_owners(checked_keys(keys), native_target(target, opts), threads())
+    end
   end
 
   @spec groups([term()], HRW.target(), keyword()) :: %{term() => [term()]}
   def groups(keys, target, opts) do
-    fallback = fn t -> keys |> Enum.group_by(&HRW.owner(&1, t, opts)) end
-
-    native(keys, [target], opts, fallback, fn [t], threads ->
-      dispatch(
-        keys,
-        fn -> Native.batch_groups(keys, t, threads) end,
-        fn -> Native.batch_groups_dirty(keys, t, threads) end
-      )
-    end)
+    if elixir_scored?(target, opts) do
+      keys |> checked_keys() |> Enum.group_by(&HRW.owner(&1, target, opts))
+    else
+      Native.batch_groups(checked_keys(keys), native_target(target, opts), threads())
+    end
   end
 
   @spec moves([term()], HRW.target(), HRW.target()) :: [{term(), term(), term()}]
@@ -51,34 +39,8 @@ defmodule HRW.Batch do
           from != to,
           do: {key, from, to}
     else
-      run_native(keys, [before, later], [], fn [a, b], threads ->
-        dispatch(
-          keys,
-          fn -> Native.batch_moves(keys, a, b, threads) end,
-          fn -> Native.batch_moves_dirty(keys, a, b, threads) end
-        )
-      end)
-    end
-  end
-
-  defp native(keys, [target], opts, fallback, call) do
-    if elixir_scored?(target, opts) do
-      checked_keys(keys)
-      fallback.(target)
-    else
-      run_native(keys, [target], opts, call)
-    end
-  end
-
-  defp run_native(keys, targets, opts, call) do
-    checked_keys(keys)
-    threads = threads()
-
-    try do
-      call.(Enum.map(targets, &native_target(&1, opts)), threads)
-    catch
-      :error, :hrw_stale_resource ->
-        call.(Enum.map(targets, &native_target(rebuilt(&1), opts)), threads)
+      targets = [native_target(before, []), native_target(later, [])]
+      Native.batch_moves(checked_keys(keys), hd(targets), List.last(targets), threads())
     end
   end
 
@@ -93,24 +55,8 @@ defmodule HRW.Batch do
     end
   end
 
-  @doc false
-  # Runs `dirty` directly for long key lists, else `normal` with the dirty fallback.
-  @spec dispatch(list(), (() -> result), (() -> result)) :: result when result: term()
-  def dispatch(keys, normal, dirty) do
-    if longer_than?(keys, @dirty_keys) do
-      dirty.()
-    else
-      Scheduling.dirty_fallback(normal.(), dirty.())
-    end
-  end
-
-  # Counts at most `limit + 1` cells, so a long list costs no more than a short one.
-  defp longer_than?([_ | rest], limit) when limit > 0, do: longer_than?(rest, limit - 1)
-  defp longer_than?([_ | _], 0), do: true
-  defp longer_than?(_, _), do: false
-
-  defp native_target(%HRW.Ring{resource: r, nodes: nodes}, _opts), do: {:ring, r, nodes}
-  defp native_target(%HRW.Skeleton{resource: r, nodes: nodes}, _opts), do: {:skeleton, r, nodes}
+  defp native_target(%HRW.Ring{} = ring, _opts), do: ring
+  defp native_target(%HRW.Skeleton{} = skeleton, _opts), do: skeleton
 
   defp native_target(nodes, opts) when is_list(nodes) do
     {:list, HRW.checked_nodes!(nodes), HRW.scorer(opts, "HRW batch") == :weighted}
@@ -121,10 +67,6 @@ defmodule HRW.Batch do
           "expected nodes to be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
             HRW.brief(other)
   end
-
-  defp rebuilt(%HRW.Ring{} = ring), do: HRW.Ring.rebuilt(ring)
-  defp rebuilt(%HRW.Skeleton{} = skeleton), do: HRW.Skeleton.rebuilt(skeleton)
-  defp rebuilt(other), do: other
 
   # Scorers that run in Elixir have no native batch: they fall back to one lookup per key.
   defp elixir_scored?(%HRW.Skeleton{resource: nil}, _opts), do: true

@@ -49,11 +49,7 @@ defmodule HRW.Bounded do
 
     case hash_fn do
       nil ->
-        HRW.Batch.dispatch(
-          keys,
-          fn -> Native.bounded_assignments(keys, nodes, epsilon) end,
-          fn -> Native.bounded_assignments_dirty(keys, nodes, epsilon) end
-        )
+        Native.bounded_assignments(keys, nodes, epsilon)
 
       hash_fn ->
         greedy(keys, nodes, epsilon, hash_fn)

@@ -4,22 +4,34 @@ defmodule HRW.Prepared do
   # NIF resource, and rebuild the resource when it cannot be used here (the struct
   # came from another BEAM node, or from a binary whose resource was collected).
 
+  # Rebuilt resources kept per process, most recently used first: enough for any
+  # realistic number of stale structures in use at once, few enough that a process
+  # cannot accumulate them without bound.
+  @cache_size 32
+  @cache_key {__MODULE__, :rebuilt}
+
   @doc """
-  The struct with a usable resource, rebuilt with `build.(struct)` (which returns
-  `{resource, nodes, weights, fingerprint}`) at most once per process and
-  fingerprint: the last rebuild is cached in the process dictionary, which also
-  keeps that resource alive.
+  The struct with a resource usable in this process. Each fingerprint is rebuilt
+  at most once per process while it stays among the #{@cache_size} most recently
+  rebuilt: the process dictionary holds those resources (which keeps them alive).
   """
-  @spec rebuilt(struct, (struct -> tuple)) :: struct when struct: map()
-  def rebuilt(%module{fingerprint: fingerprint} = prepared, build) do
-    case Process.get({module, :rebuilt}) do
-      {^fingerprint, resource} ->
+  @spec rebuilt(struct) :: struct when struct: HRW.Ring.t() | HRW.Skeleton.t()
+  def rebuilt(%module{fingerprint: fingerprint} = prepared) do
+    key = {module, fingerprint}
+    cache = Process.get(@cache_key, [])
+
+    case List.keyfind(cache, key, 0) do
+      {^key, resource} ->
+        if hd(cache) |> elem(0) != key do
+          Process.put(@cache_key, [{key, resource} | List.keydelete(cache, key, 0)])
+        end
+
         %{prepared | resource: resource}
 
-      _ ->
-        case build.(prepared) do
+      nil ->
+        case build(prepared) do
           {resource, _, _, ^fingerprint} ->
-            Process.put({module, :rebuilt}, {fingerprint, resource})
+            Process.put(@cache_key, Enum.take([{key, resource} | cache], @cache_size))
             %{prepared | resource: resource}
 
           _ ->
@@ -28,6 +40,18 @@ defmodule HRW.Prepared do
                   "the #{inspect(module)} struct's nodes do not match its fingerprint"
         end
     end
+  end
+
+  defp build(%HRW.Ring{} = ring) do
+    HRW.Native.ring_new(entries(ring.nodes, ring.weights), ring.weights != nil)
+  end
+
+  defp build(%HRW.Skeleton{} = skeleton) do
+    HRW.Native.skeleton_new(
+      entries(skeleton.nodes, skeleton.weights),
+      skeleton.weights != nil,
+      skeleton.cluster_size
+    )
   end
 
   @doc "The `{node, weight}` list (or plain nodes) a struct was built from."

@@ -19,8 +19,7 @@ defmodule HRW.Ring do
   in `:persistent_term` or ETS freely.
   """
 
-  require HRW.Scheduling
-  alias HRW.{Native, Prepared, Scheduling}
+  alias HRW.{Native, Prepared}
 
   @enforce_keys [:nodes, :weights, :resource, :fingerprint]
   defstruct @enforce_keys
@@ -54,7 +53,7 @@ defmodule HRW.Ring do
   def new(nodes, opts \\ []) do
     weighted? = HRW.native_scorer!(opts, "HRW.Ring.new/2", [:scorer])
     HRW.checked_nodes!(nodes)
-    {resource, nodes, weights, fingerprint} = build(nodes, weighted?)
+    {resource, nodes, weights, fingerprint} = Native.ring_new(nodes, weighted?)
     %__MODULE__{nodes: nodes, weights: weights, resource: resource, fingerprint: fingerprint}
   end
 
@@ -82,38 +81,11 @@ defmodule HRW.Ring do
 
   @doc false
   @spec owner(t(), term()) :: term()
-  def owner(%__MODULE__{nodes: nodes, resource: resource} = ring, key) do
-    elem(nodes, Native.ring_owner(resource, key))
-  catch
-    :error, :hrw_needs_dirty -> elem(ring.nodes, Native.ring_owner_dirty(ring.resource, key))
-    :error, :hrw_stale_resource -> owner(rebuilt(ring), key)
-  end
+  def owner(%__MODULE__{} = ring, key), do: Native.ring_owner(ring, key)
 
   @doc false
   @spec owners(t(), term(), non_neg_integer()) :: [term()]
-  def owners(%__MODULE__{nodes: nodes, resource: resource} = ring, key, count) do
-    indices =
-      Scheduling.dirty_fallback(
-        Native.ring_owners(resource, key, count),
-        Native.ring_owners_dirty(resource, key, count)
-      )
-
-    Enum.map(indices, &elem(nodes, &1))
-  catch
-    :error, :hrw_stale_resource -> owners(rebuilt(ring), key, count)
-  end
-
-  defp build(nodes, weighted?) do
-    Scheduling.dirty_fallback(
-      Native.ring_new(nodes, weighted?),
-      Native.ring_new_dirty(nodes, weighted?)
-    )
-  end
-
-  @doc false
-  # The ring with a resource usable in this process.
-  @spec rebuilt(t()) :: t()
-  def rebuilt(ring), do: Prepared.rebuilt(ring, &build(nodes(&1), &1.weights != nil))
+  def owners(%__MODULE__{} = ring, key, count), do: Native.ring_owners(ring, key, count)
 
   defimpl Inspect do
     def inspect(ring, _opts) do

@@ -23,8 +23,7 @@ defmodule HRW.Skeleton do
   scorer, like a list, so they stay exact but O(n).
   """
 
-  require HRW.Scheduling
-  alias HRW.{Native, Prepared, Scheduling}
+  alias HRW.{Native, Prepared}
 
   @enforce_keys [:nodes, :weights, :resource, :fingerprint, :cluster_size, :fanout, :scorer]
   defstruct @enforce_keys
@@ -66,7 +65,9 @@ defmodule HRW.Skeleton do
 
       native ->
         weighted? = native == :weighted
-        {resource, nodes, weights, fingerprint} = build_native(nodes, weighted?, cluster_size)
+
+        {resource, nodes, weights, fingerprint} =
+          Native.skeleton_new(nodes, weighted?, cluster_size)
 
         %__MODULE__{
           nodes: nodes,
@@ -104,23 +105,12 @@ defmodule HRW.Skeleton do
 
   @doc false
   @spec owner(t(), term()) :: term()
-  def owner(%__MODULE__{nodes: nodes, resource: resource} = skeleton, key)
-      when is_reference(resource) do
-    elem(nodes, Native.skeleton_owner(resource, key))
-  catch
-    :error, :hrw_needs_dirty ->
-      elem(skeleton.nodes, Native.skeleton_owner_dirty(skeleton.resource, key))
-
-    :error, :hrw_stale_resource ->
-      owner(rebuilt(skeleton), key)
-  end
-
   def owner(%__MODULE__{resource: nil, scorer: scorer} = skeleton, key) do
     HRW.Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
   end
 
-  # Anything else in the resource field cannot be used here: rebuild, as for a stale one.
-  def owner(%__MODULE__{} = skeleton, key), do: owner(rebuilt(skeleton), key)
+  # Anything else in the resource field that the NIF cannot use is rebuilt there.
+  def owner(%__MODULE__{} = skeleton, key), do: Native.skeleton_owner(skeleton, key)
 
   @doc false
   @spec owners(t(), term(), non_neg_integer()) :: [term()]
@@ -128,33 +118,8 @@ defmodule HRW.Skeleton do
     HRW.Compat.owners(key, Tuple.to_list(skeleton.nodes), count, scorer)
   end
 
-  def owners(%__MODULE__{nodes: nodes, resource: resource} = skeleton, key, count) do
-    indices =
-      Scheduling.dirty_fallback(
-        Native.skeleton_owners(resource, key, count),
-        Native.skeleton_owners_dirty(resource, key, count)
-      )
-
-    Enum.map(indices, &elem(nodes, &1))
-  catch
-    :error, :hrw_stale_resource -> owners(rebuilt(skeleton), key, count)
-  end
-
-  defp build_native(nodes, weighted?, cluster_size) do
-    Scheduling.dirty_fallback(
-      Native.skeleton_new(nodes, weighted?, cluster_size),
-      Native.skeleton_new_dirty(nodes, weighted?, cluster_size)
-    )
-  end
-
-  @doc false
-  # The skeleton with a resource usable in this process.
-  @spec rebuilt(t()) :: t()
-  def rebuilt(skeleton) do
-    Prepared.rebuilt(skeleton, fn s ->
-      build_native(nodes(s), s.weights != nil, s.cluster_size)
-    end)
-  end
+  def owners(%__MODULE__{} = skeleton, key, count),
+    do: Native.skeleton_owners(skeleton, key, count)
 
   defp option(opts, name, default, min) do
     case Keyword.get(opts, name, default) do

@@ -19,8 +19,7 @@ defmodule HRW.Weighted do
   """
   @behaviour HRW.Scorer
 
-  require HRW.Scheduling
-  alias HRW.{Native, Scheduling}
+  alias HRW.Native
 
   import Bitwise
 
@@ -46,10 +45,7 @@ defmodule HRW.Weighted do
   @impl HRW.Scorer
   @spec score(t(), term(), {term(), number()}) :: float()
   def score(%__MODULE__{hash_fn: nil}, key, entry) do
-    Scheduling.dirty_fallback(
-      Native.weighted_score(key, entry),
-      Native.weighted_score_dirty(key, entry)
-    )
+    Native.weighted_score(key, entry)
   end
 
   def score(%__MODULE__{hash_fn: hash_fn}, key, {node, weight})

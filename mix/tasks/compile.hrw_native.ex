@@ -19,7 +19,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
     end
 
     {_, status} =
-      System.cmd("cargo", ["build", "--release", "--quiet", "-p", "hrw_nif"],
+      System.cmd("cargo", ["build", "--release", "--quiet", "-p", "hrw_nif"] ++ features(),
         cd: native,
         into: IO.stream(:stdio, :line),
         stderr_to_stdout: true
@@ -34,6 +34,12 @@ defmodule Mix.Tasks.Compile.HrwNative do
     # directory; link it now so :code.priv_dir(:hrw) finds the library.
     Mix.Project.build_structure()
     {:ok, []}
+  end
+
+  # Test builds add the work probes (`HRW.Native.probe/2`, test/hrw/budget_test.exs);
+  # `HRW.Native` declares their stubs under the same condition.
+  defp features do
+    if Mix.env() == :test, do: ["--features", "hrw_nif/work-probes"], else: []
   end
 
   defp library_name do

@@ -6,7 +6,7 @@
 //! duplicates. Most keys get their first choice, found by one SIMD scan; only keys
 //! whose first choice is full rank the remaining nodes.
 
-use crate::{n3, scan};
+use crate::{n3, scan, work};
 
 /// `ceil(keys / nodes * (1 + epsilon))` in f64, the same arithmetic as hrw 0.2.1's
 /// Elixir (`ceil(length(keys) / length(nodes) * (1 + epsilon))`).
@@ -22,7 +22,16 @@ pub struct Assignment {
     pub node_of: Vec<usize>,
 }
 
+/// Work units of [`assign`] for `keys` keys and `nodes` nodes, an upper bound: the
+/// sort of the keys, then per key a first-choice scan and, when that node is full, a
+/// second scan of every node.
+pub const fn assign_cost(keys: usize, nodes: usize) -> u64 {
+    let (k, n) = (keys as u64, nodes as u64);
+    work::sort(keys) + 2 * work::ELEMENT * (k + n) + k * (2 * work::SCORE + work::ELEMENT) * n
+}
+
 pub fn assign(keys: &[u64], nodes: &[u64], epsilon: f64) -> Assignment {
+    work::count(work::sort(keys.len()) + 2 * work::ELEMENT * (keys.len() + nodes.len()) as u64);
     let mut order: Vec<usize> = (0..keys.len()).collect();
     order.sort_unstable_by_key(|&i| keys[i]);
     if nodes.is_empty() {
@@ -55,6 +64,7 @@ pub fn assign(keys: &[u64], nodes: &[u64], epsilon: f64) -> Assignment {
 /// The highest-scoring node whose load is below `cap`. The caps add up to at least
 /// the number of keys, so while keys remain some node is open.
 fn best_open(prepared: &[u64], tk: u64, load: &[usize], cap: usize) -> usize {
+    work::count((work::SCORE + work::ELEMENT) * prepared.len() as u64);
     let mut best: Option<(u64, usize)> = None;
     for (i, &tn) in prepared.iter().enumerate() {
         if load[i] < cap {

@@ -8,6 +8,7 @@
 //! * [`ring`]: the exact prepared ring; [`nodes`]: deduplication of node sets.
 //! * [`bounded`]: bounded-load assignment of a known key set.
 //! * [`term_hash`]: the canonical term-id scheme's primitive encodings.
+//! * [`work`]: the cost model that normal-scheduler budgets charge, and its tally.
 
 pub mod bounded;
 pub mod n3;
@@ -17,6 +18,7 @@ pub mod scan;
 pub mod skeleton;
 pub mod term_hash;
 pub mod weighted;
+pub mod work;
 
 #[cfg(test)]
 mod vectors;

@@ -3,7 +3,7 @@
 
 use crate::nodes::uniform_weights;
 use crate::weighted::Standing;
-use crate::{n3, scan};
+use crate::{n3, scan, work};
 
 /// Immutable after build; shared by all threads without locks.
 pub struct Ring {
@@ -16,10 +16,17 @@ pub struct Ring {
 impl Ring {
     /// Builds from distinct `(id, weight)` pairs (see `nodes::distinct`).
     pub fn new(nodes: &[(u64, f64)]) -> Ring {
+        work::count(Ring::build_cost(nodes.len()));
         Ring {
             prepared: nodes.iter().map(|&(id, _)| n3::linear(id)).collect(),
             weights: (!uniform_weights(nodes)).then(|| nodes.iter().map(|n| n.1).collect()),
         }
+    }
+
+    /// Work units of [`Ring::new`] over `n` nodes: each id prepared, each weight
+    /// compared and copied.
+    pub const fn build_cost(n: usize) -> u64 {
+        3 * work::ELEMENT * n as u64
     }
 
     pub fn len(&self) -> usize {
@@ -35,12 +42,32 @@ impl Ring {
         self.weights.is_some()
     }
 
+    /// Work units (see [`crate::work`]) of one [`Ring::owner`], an upper bound.
+    pub fn owner_cost(&self) -> u64 {
+        let per = if self.is_weighted() {
+            work::WEIGHTED_SCORE
+        } else {
+            work::SCORE
+        };
+        per * self.len() as u64
+    }
+
+    /// Work units of one [`Ring::owners`] (any count), an upper bound.
+    pub fn owners_cost(&self) -> u64 {
+        if self.is_weighted() {
+            (work::WEIGHTED_SCORE + work::ELEMENT) * self.len() as u64 + work::sort(self.len())
+        } else {
+            scan::top_cost(self.len())
+        }
+    }
+
     /// Index of the owner of `key` (a key id), `None` for an empty ring.
     pub fn owner(&self, key: u64) -> Option<usize> {
         let tk = n3::prepared_key(key);
         match &self.weights {
             None => scan::argmax(&self.prepared, tk),
             Some(weights) => {
+                work::count(work::WEIGHTED_SCORE * weights.len() as u64);
                 let mut best: Option<(Standing, usize)> = None;
                 for (i, (&tn, &w)) in self.prepared.iter().zip(weights).enumerate() {
                     let st = Standing::new(n3::score_prepared(tk, tn), w);
@@ -59,6 +86,7 @@ impl Ring {
         match &self.weights {
             None => scan::top(&self.prepared, tk, count),
             Some(weights) => {
+                work::count((work::WEIGHTED_SCORE + work::ELEMENT) * weights.len() as u64);
                 let mut all: Vec<(Standing, usize)> = self
                     .prepared
                     .iter()
@@ -66,6 +94,7 @@ impl Ring {
                     .enumerate()
                     .map(|(i, (&tn, &w))| (Standing::new(n3::score_prepared(tk, tn), w), i))
                     .collect();
+                work::count(work::sort(all.len()));
                 all.sort_by(|a, b| {
                     a.0.cost
                         .total_cmp(&b.0.cost)

@@ -76,6 +76,7 @@
 use crate::n3;
 use crate::scan;
 use crate::weighted::Standing;
+use crate::work;
 
 /// Default leaf size, chosen with `examples/skeleton_sim.rs` against 8 and 32: as
 /// fast as 8 up to 10k nodes and faster above; 32 is faster still at 100k+ but a
@@ -195,6 +196,10 @@ pub struct Skeleton {
     weighted: bool,
     len: usize,
     depth: usize,
+    /// Most nodes in a leaf, and most ids a leaf scan reads (padding included): what
+    /// bounds a lookup's work.
+    max_leaf: usize,
+    max_width: usize,
 }
 
 impl Skeleton {
@@ -213,6 +218,7 @@ impl Skeleton {
             "a skeleton holds fewer than 2^32 nodes"
         );
         let leaf_size = leaf_size.clamp(1, (1 << 31) - 1);
+        work::count(Skeleton::build_cost(nodes.len()));
         let mut order: Vec<(u64, u32)> = nodes
             .iter()
             .enumerate()
@@ -264,6 +270,7 @@ impl Skeleton {
         pos.push(root_bit);
         real.push(0);
         let (mut depth, mut levels) = (0, 0);
+        let (mut max_leaf, mut max_width) = (0, 0);
         let mut slot = 0;
         while slot < entries.len() {
             if mirrors.last() == Some(&slot) {
@@ -278,6 +285,8 @@ impl Skeleton {
                 } else {
                     scan_width(m, leaf_size)
                 };
+                max_leaf = max_leaf.max(m);
+                max_width = max_width.max(width);
                 // A leaf is its own right child (threshold 0, children at slot - 1
                 // and slot), so a fixed number of descent steps ends on it.
                 entries[slot] = Entry {
@@ -376,7 +385,59 @@ impl Skeleton {
             weighted,
             len: n,
             depth,
+            max_leaf,
+            max_width,
         }
+    }
+
+    /// Work units (see [`crate::work`]) of [`Skeleton::build`] over `n` input nodes,
+    /// an upper bound: the sort by routing key, then a bounded amount of work per node
+    /// (routing key, trie slots, masses, leaf blocks; fewer than `2n + 1` slots).
+    pub const fn build_cost(n: usize) -> u64 {
+        work::sort(n) + 24 * work::ELEMENT * n as u64 + 16 * work::ELEMENT
+    }
+
+    /// Work units of one leaf pick over at most `max_leaf` nodes, each membership test
+    /// of the taken set costing `per_taken` (0 when nothing is taken).
+    fn pick_cost(&self, per_taken: u64) -> u64 {
+        if self.weighted {
+            // Per node: its bounds (three times at most), one exact cost, two
+            // membership tests; plus the first candidate's bounds and exact cost.
+            self.max_leaf as u64 * (6 * work::SCORE + work::WEIGHTED_SCORE + 2 * per_taken)
+                + 2 * work::SCORE
+                + work::WEIGHTED_SCORE
+        } else {
+            self.max_leaf as u64 * (work::SCORE + per_taken)
+        }
+    }
+
+    /// Work units of one [`Skeleton::owner`], an upper bound: every level of the
+    /// descent and the widest leaf.
+    pub fn owner_cost(&self) -> u64 {
+        let leaf = if self.weighted {
+            self.pick_cost(0)
+        } else {
+            self.max_width as u64 * work::SCORE
+        };
+        work::LEVEL * u64::from(self.levels) + leaf
+    }
+
+    /// Work units of one [`Skeleton::owners`] with `count` ranks, an upper bound: per
+    /// rank a path of at most `levels + 1` slots, each asking the taken set twice,
+    /// and a leaf pick that skips the taken nodes.
+    pub fn owners_cost(&self, count: usize) -> u64 {
+        let c = count.min(self.len) as u64;
+        let dense = c as usize >= Taken::DENSE_FROM;
+        let per_taken = work::ELEMENT * if dense { 1 } else { c.max(1) };
+        let setup = work::ELEMENT * c
+            + if dense {
+                work::ELEMENT * (self.entries.len() + self.len) as u64
+            } else {
+                0
+            };
+        let path = u64::from(self.levels) + 1;
+        let per_rank = path * (work::LEVEL + 3 * per_taken) + self.pick_cost(per_taken);
+        setup + c * per_rank
     }
 
     /// Number of distinct nodes.
@@ -425,6 +486,7 @@ impl Skeleton {
     fn descend(&self, seed: u64) -> Entry {
         let entries = self.entries.as_slice();
         let mut e = entries[0];
+        work::count(work::LEVEL * u64::from(self.levels));
         // A fixed number of steps: a leaf is its own right child, so a path that
         // ends early stays put, and the loop's exit is always predicted. The coin of
         // a step depends only on the step's bit position (consecutive along every
@@ -460,6 +522,7 @@ impl Skeleton {
     /// branch-free where the data decides, which matters more than the arithmetic.)
     fn weighted_pick(&self, off: usize, m: usize, tk: u64, skip: impl Fn(usize) -> bool) -> usize {
         let bounds = |j: usize| -> (u64, f64, f64) {
+            work::count(2 * work::SCORE);
             let score = n3::score_prepared(tk, self.blocks[off + j]);
             let inv = f64::from_bits(self.blocks[off + 2 * m + j]);
             let a = 1.0 - ((score >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64);
@@ -483,8 +546,10 @@ impl Skeleton {
         if j0 == usize::MAX {
             return 0;
         }
-        let exact =
-            |j: usize, score: u64| Standing::new(score, f64::from_bits(self.blocks[off + m + j]));
+        let exact = |j: usize, score: u64| {
+            work::count(work::WEIGHTED_SCORE);
+            Standing::new(score, f64::from_bits(self.blocks[off + m + j]))
+        };
         let mut best: Option<(Standing, usize)> = None;
         for j in (0..m).filter(|&j| j != j0 && !skip(j)) {
             let lower = lowers.get(j).copied().unwrap_or_else(|| bounds(j).1);
@@ -519,6 +584,7 @@ impl Skeleton {
             if skip(j) {
                 continue;
             }
+            work::count(work::SCORE);
             let s = n3::score_prepared(tk, self.blocks[off + j]);
             if best.is_none_or(|(b, _)| s > b) {
                 best = Some((s, j));
@@ -535,6 +601,7 @@ impl Skeleton {
     /// Deterministic, and each rank moves under churn about as rarely as the owner.
     pub fn owners(&self, key: u64, count: usize) -> Vec<usize> {
         let count = count.min(self.len);
+        work::count(work::ELEMENT * count as u64);
         let tk = n3::prepared_key(key);
         let mut taken = Taken::new(self, count);
         let mut out: Vec<usize> = Vec::with_capacity(count);
@@ -558,6 +625,7 @@ impl Skeleton {
         path.clear();
         let mut slot = 0;
         loop {
+            work::count(work::LEVEL);
             path.push(slot);
             let e = self.entries[slot];
             if e.is_leaf() {
@@ -621,6 +689,9 @@ impl Taken {
 
     fn new(sk: &Skeleton, count: usize) -> Taken {
         let dense = count >= Taken::DENSE_FROM;
+        if dense {
+            work::count(work::ELEMENT * (sk.entries.len() + sk.len) as u64);
+        }
         Taken {
             list: Vec::with_capacity(count),
             slots: if dense {
@@ -636,7 +707,17 @@ impl Taken {
         }
     }
 
+    /// Entries one membership test or removal query reads.
+    fn probe_len(&self) -> u64 {
+        if self.slots.is_empty() {
+            self.list.len().max(1) as u64
+        } else {
+            1
+        }
+    }
+
     fn contains(&self, pos: usize) -> bool {
+        work::count(work::ELEMENT * self.probe_len());
         if self.positions.is_empty() {
             self.list.iter().any(|&(p, _)| p == pos)
         } else {
@@ -646,6 +727,7 @@ impl Taken {
 
     /// Count and weight taken out of `slot`'s subtree.
     fn removed(&self, sk: &Skeleton, slot: usize) -> (usize, f64) {
+        work::count(work::ELEMENT * self.probe_len());
         if !self.slots.is_empty() {
             return self.slots[slot];
         }
@@ -661,6 +743,14 @@ impl Taken {
     }
 
     fn add(&mut self, path: &[usize], pos: usize, weight: f64) {
+        work::count(
+            work::ELEMENT
+                * if self.slots.is_empty() {
+                    1
+                } else {
+                    path.len() as u64
+                },
+        );
         self.list.push((pos, weight));
         if !self.slots.is_empty() {
             for &s in path {

@@ -9,11 +9,12 @@
 use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
 use crate::ring::{self, RingResource};
-use crate::skeleton::{self, SkeletonResource, LOOKUP_COST};
-use crate::term_id::{term_id, COST_PER_TERM};
+use crate::skeleton::{self, SkeletonResource};
+use crate::term_id::term_id;
+use crate::tuple_view::TupleView;
 use hrw_core::ring::Ring;
+use hrw_core::work;
 use rayon::prelude::*;
-use rustler::types::tuple::get_tuple;
 use rustler::{Atom, Encoder, Env, Term};
 use std::sync::OnceLock;
 
@@ -26,9 +27,10 @@ mod atoms {
 const PARALLEL_MIN_KEYS: usize = 20_000;
 /// Keys per rayon task.
 const PARALLEL_CHUNK: usize = 4_096;
-/// Budget units per key for walking and building its result (hashing is charged
-/// by `term_id`).
-const COST_PER_KEY: u64 = COST_PER_TERM + 8;
+/// Budget units per key beyond hashing it (charged by `term_id`) and looking it up
+/// (charged per target): the cell, the id and term buffers, the owner index, and
+/// its share of the result (a list cell and term, or a `{key, from, to}` tuple).
+const COST_PER_KEY: u64 = 8 * work::ELEMENT;
 
 /// What a key is looked up in: pure Rust, shared by the pool's threads.
 enum Lookup<'a> {
@@ -57,40 +59,72 @@ impl Lookup<'_> {
         }
     }
 
+    /// Work units of one lookup, an upper bound.
     fn cost_per_key(&self) -> u64 {
-        let ring_cost = |r: &Ring| r.len() as u64 * if r.is_weighted() { 8 } else { 2 };
         match self {
-            Lookup::Ring(r) => ring_cost(&r.0),
-            Lookup::Skeleton(_) => LOOKUP_COST,
-            Lookup::List(r) => ring_cost(r),
+            Lookup::Ring(r) => r.0.owner_cost(),
+            Lookup::Skeleton(s) => s.0.owner_cost(),
+            Lookup::List(r) => r.owner_cost(),
+        }
+    }
+}
+
+/// The node terms owner indices name: a struct's tuple, read in place (a million
+/// nodes cost nothing until an owner is named), or a list's distinct terms.
+enum Nodes<'a> {
+    Tuple(TupleView<'a>),
+    Decoded(Vec<Term<'a>>),
+}
+
+impl<'a> Nodes<'a> {
+    fn len(&self) -> usize {
+        match self {
+            Nodes::Tuple(t) => t.len(),
+            Nodes::Decoded(v) => v.len(),
+        }
+    }
+
+    /// Node `i`; `i < len()` (checked against the lookup in `target`).
+    #[inline]
+    fn get(&self, i: u32) -> Term<'a> {
+        match self {
+            Nodes::Tuple(t) => t.get(i as usize).expect("owner index within the nodes"),
+            Nodes::Decoded(v) => v[i as usize],
         }
     }
 }
 
 /// A decoded target: `{:ring, resource, nodes}`, `{:skeleton, resource, nodes}` or
-/// `{:list, nodes, weighted?}` (built by the Elixir side).
+/// `{:list, nodes, weighted?}` (built by `HRW.Native`).
 struct Target<'a> {
     lookup: Lookup<'a>,
-    nodes: Vec<Term<'a>>,
+    nodes: Nodes<'a>,
 }
 
 fn target<'a>(term: Term<'a>, budget: &mut Budget) -> Outcome<Target<'a>> {
-    let fields = get_tuple(term).unwrap_or_default();
-    let kind = fields.first().and_then(|f| f.decode::<Atom>().ok());
-    let target = match (kind, fields.as_slice()) {
-        (Some(k), [_, resource, nodes]) if k == atoms::ring() => Target {
-            lookup: Lookup::Ring(ring::resource(*resource)?),
-            nodes: get_tuple(*nodes).or_else(|_| bad_arg("corrupt ring nodes"))?,
+    let fields = TupleView::of(term).filter(|t| t.len() == 3);
+    let field = |i: usize| fields.and_then(|t| t.get(i));
+    let kind = field(0).and_then(|f| f.decode::<Atom>().ok());
+    let nodes_tuple = |what: &str| match field(2).and_then(TupleView::of) {
+        Some(t) => Ok(Nodes::Tuple(t)),
+        None => bad_arg(format!("corrupt {what} nodes")),
+    };
+    let target = match (kind, field(1)) {
+        (Some(k), Some(resource)) if k == atoms::ring() => Target {
+            lookup: Lookup::Ring(ring::resource(resource)?),
+            nodes: nodes_tuple("ring")?,
         },
-        (Some(k), [_, resource, nodes]) if k == atoms::skeleton() => Target {
-            lookup: Lookup::Skeleton(skeleton::resource(*resource)?),
-            nodes: get_tuple(*nodes).or_else(|_| bad_arg("corrupt skeleton nodes"))?,
+        (Some(k), Some(resource)) if k == atoms::skeleton() => Target {
+            lookup: Lookup::Skeleton(skeleton::resource(resource)?),
+            nodes: nodes_tuple("skeleton")?,
         },
-        (Some(k), [_, nodes, weighted]) if k == atoms::list() => {
-            let set = nodeset::decode(*nodes, weighted.decode().unwrap_or(false), budget)?;
+        (Some(k), Some(nodes)) if k == atoms::list() => {
+            let weighted = field(2).and_then(|w| w.decode().ok()).unwrap_or(false);
+            let set = nodeset::decode(nodes, weighted, budget)?;
+            budget.charge(Ring::build_cost(set.nodes.len()))?;
             Target {
                 lookup: Lookup::List(Ring::new(&set.nodes)),
-                nodes: set.terms,
+                nodes: Nodes::Decoded(set.terms),
             }
         }
         _ => return bad_arg("expected a node list, an HRW.Ring or an HRW.Skeleton"),
@@ -124,6 +158,7 @@ fn walk_keys<'a>(
     let mut rest = keys;
     while let Ok((key, tail)) = rest.list_get_cell() {
         budget.charge(per_key)?;
+        work::count(3 * work::ELEMENT);
         ids.push(term_id(key, budget)?);
         if keep_terms {
             terms.push(key);
@@ -148,8 +183,9 @@ fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
     .as_ref()
 }
 
-/// Phase 2: every key's owner index in each lookup.
+/// Phase 2: every key's owner index in each lookup (its cost was charged per key).
 fn owner_indices(ids: &[u64], lookups: &[&Lookup<'_>], threads: usize) -> Vec<Vec<u32>> {
+    work::count(work::ELEMENT * (ids.len() * lookups.len()) as u64);
     let one = |lookup: &Lookup<'_>, key: &u64| lookup.owner(*key) as u32;
     let parallel = threads > 1 && ids.len() >= PARALLEL_MIN_KEYS;
     match pool(threads).filter(|_| parallel) {
@@ -183,14 +219,16 @@ fn run<'a>(
     targets: &[Term<'a>],
     keep_terms: bool,
     threads: usize,
-    mut budget: Budget,
+    budget: &mut Budget,
 ) -> Outcome<Batch<'a>> {
     let targets = targets
         .iter()
-        .map(|t| target(*t, &mut budget))
+        .map(|t| target(*t, budget))
         .collect::<Outcome<Vec<_>>>()?;
-    let per_key: u64 = COST_PER_KEY + targets.iter().map(|t| t.lookup.cost_per_key()).sum::<u64>();
-    let (keys, ids) = walk_keys(keys, per_key, keep_terms, &mut budget)?;
+    // Per target: the lookup and its owner index.
+    let per_target = |t: &Target| t.lookup.cost_per_key() + work::ELEMENT;
+    let per_key: u64 = COST_PER_KEY + targets.iter().map(per_target).sum::<u64>();
+    let (keys, ids) = walk_keys(keys, per_key, keep_terms, budget)?;
     let lookups: Vec<&Lookup<'_>> = targets.iter().map(|t| &t.lookup).collect();
     let owners = owner_indices(&ids, &lookups, threads);
     Ok(Batch {
@@ -205,11 +243,12 @@ fn owners<'a>(
     keys: Term<'a>,
     t: Term<'a>,
     threads: usize,
-    budget: Budget,
+    mut budget: Budget,
 ) -> Outcome<Term<'a>> {
-    let b = run(keys, &[t], false, threads, budget)?;
+    let b = run(keys, &[t], false, threads, &mut budget)?;
     let nodes = &b.targets[0].nodes;
-    let out: Vec<Term<'a>> = b.owners[0].iter().map(|&i| nodes[i as usize]).collect();
+    work::count(2 * work::ELEMENT * b.owners[0].len() as u64);
+    let out: Vec<Term<'a>> = b.owners[0].iter().map(|&i| nodes.get(i)).collect();
     Ok(out.encode(env))
 }
 
@@ -218,20 +257,29 @@ fn groups<'a>(
     keys: Term<'a>,
     t: Term<'a>,
     threads: usize,
-    budget: Budget,
+    mut budget: Budget,
 ) -> Outcome<Term<'a>> {
-    let b = run(keys, &[t], true, threads, budget)?;
+    // The groups are built by sorting key positions by owner, so their cost depends
+    // on the keys alone, never on how many nodes the target has. Charged up front
+    // with an n·log n bound, then checked against the real count below.
+    let b = run(keys, &[t], true, threads, &mut budget)?;
+    let n = b.keys.len();
+    budget.charge(2 * work::sort(n) + 2 * work::ELEMENT * n as u64)?;
     let nodes = &b.targets[0].nodes;
-    let mut buckets: Vec<Vec<Term<'a>>> = vec![Vec::new(); nodes.len()];
-    for (key, &i) in b.keys.iter().zip(&b.owners[0]) {
-        buckets[i as usize].push(*key);
+    let owners = &b.owners[0];
+    work::count(work::ELEMENT * n as u64 + work::sort(n));
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    // Stable: keys stay in input order within a group.
+    order.sort_by_key(|&k| owners[k as usize]);
+    let mut names: Vec<Term<'a>> = Vec::new();
+    let mut lists: Vec<Term<'a>> = Vec::new();
+    for group in order.chunk_by(|&x, &y| owners[x as usize] == owners[y as usize]) {
+        work::count(work::ELEMENT * group.len() as u64);
+        let members: Vec<Term<'a>> = group.iter().map(|&k| b.keys[k as usize]).collect();
+        names.push(nodes.get(owners[group[0] as usize]));
+        lists.push(members.encode(env));
     }
-    let (names, lists): (Vec<Term<'a>>, Vec<Term<'a>>) = buckets
-        .into_iter()
-        .enumerate()
-        .filter(|(_, keys)| !keys.is_empty())
-        .map(|(i, keys)| (nodes[i], keys.encode(env)))
-        .unzip();
+    work::count(work::sort(names.len()));
     Term::map_from_term_arrays(env, &names, &lists).or_else(|_| bad_arg("could not build the map"))
 }
 
@@ -242,25 +290,26 @@ fn moves<'a>(
     a: Term<'a>,
     b: Term<'a>,
     threads: usize,
-    budget: Budget,
+    mut budget: Budget,
 ) -> Outcome<Term<'a>> {
-    let batch = run(keys, &[a, b], true, threads, budget)?;
+    let batch = run(keys, &[a, b], true, threads, &mut budget)?;
     let (from_nodes, to_nodes) = (&batch.targets[0].nodes, &batch.targets[1].nodes);
+    work::count(4 * work::ELEMENT * batch.keys.len() as u64);
     let out: Vec<Term<'a>> = batch
         .keys
         .iter()
         .zip(batch.owners[0].iter().zip(&batch.owners[1]))
         .filter_map(|(key, (&i, &j))| {
-            let (from, to) = (from_nodes[i as usize], to_nodes[j as usize]);
+            let (from, to) = (from_nodes.get(i), to_nodes.get(j));
             (from != to).then(|| (*key, from, to).encode(env))
         })
         .collect();
     Ok(out.encode(env))
 }
 
-twin_nifs!(batch_owners, batch_owners_dirty => owners(env, keys, target, threads),
+twin_nifs!(batch_owners_normal, batch_owners_dirty, batch_owners_probe => owners(env, keys, target, threads),
     <'a>(keys: Term<'a>, target: Term<'a>, threads: usize) -> [Term<'a>]);
-twin_nifs!(batch_groups, batch_groups_dirty => groups(env, keys, target, threads),
+twin_nifs!(batch_groups_normal, batch_groups_dirty, batch_groups_probe => groups(env, keys, target, threads),
     <'a>(keys: Term<'a>, target: Term<'a>, threads: usize) -> [Term<'a>]);
-twin_nifs!(batch_moves, batch_moves_dirty => moves(env, keys, before, after, threads),
+twin_nifs!(batch_moves_normal, batch_moves_dirty, batch_moves_probe => moves(env, keys, before, after, threads),
     <'a>(keys: Term<'a>, before: Term<'a>, after: Term<'a>, threads: usize) -> [Term<'a>]);

@@ -2,12 +2,16 @@
 
 use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
-use crate::term_id::{term_id, COST_PER_TERM};
-use hrw_core::bounded::assign;
+use crate::term_id::term_id;
+use hrw_core::bounded::{assign, assign_cost};
+use hrw_core::work;
 use rustler::{Env, Term};
 
-/// Budget units per key and node (first-choice scans, occasional re-ranking).
-const COST_PER_KEY_NODE: u64 = 2;
+/// Budget units per key beyond hashing it: the cell, the entry, its node scans (a
+/// first choice, and a second scan when that node is full), and its result entry.
+fn cost_per_key(nodes: usize) -> u64 {
+    6 * work::ELEMENT + assign_cost(1, nodes)
+}
 
 fn assignments<'a>(
     env: Env<'a>,
@@ -17,28 +21,36 @@ fn assignments<'a>(
     mut budget: Budget,
 ) -> Outcome<Term<'a>> {
     let set = nodeset::decode(nodes, false, &mut budget)?;
-    let per_key = COST_PER_TERM + COST_PER_KEY_NODE * set.nodes.len() as u64;
+    let per_key = cost_per_key(set.nodes.len());
     let mut entries: Vec<(u64, Term<'a>)> = Vec::new();
     let mut rest = keys;
     while let Ok((key, tail)) = rest.list_get_cell() {
         budget.charge(per_key)?;
+        work::count(2 * work::ELEMENT);
         entries.push((term_id(key, &mut budget)?, key));
         rest = tail;
     }
     if !rest.is_empty_list() {
         return bad_arg("keys must be a proper list");
     }
+    // The sorts: ours, the assignment's own and the result map's.
+    let k = entries.len();
+    budget.charge(
+        3 * work::sort(k) + assign_cost(k, 0) + 2 * work::ELEMENT * set.nodes.len() as u64,
+    )?;
     // Equal ids are equal keys: keep one of each.
+    work::count(work::sort(k));
     entries.sort_unstable_by_key(|e| e.0);
     entries.dedup_by_key(|e| e.0);
     let ids: Vec<u64> = entries.iter().map(|e| e.0).collect();
     let node_ids: Vec<u64> = set.nodes.iter().map(|n| n.0).collect();
     let a = assign(&ids, &node_ids, epsilon);
+    work::count(2 * work::ELEMENT * ids.len() as u64 + work::sort(ids.len()));
     let key_terms: Vec<Term<'a>> = a.order.iter().map(|&i| entries[i].1).collect();
     let node_terms: Vec<Term<'a>> = a.node_of.iter().map(|&n| set.terms[n]).collect();
     Term::map_from_term_arrays(env, &key_terms, &node_terms)
         .or_else(|_| bad_arg("could not build the assignment map"))
 }
 
-twin_nifs!(bounded_assignments, bounded_assignments_dirty => assignments(env, keys, nodes, epsilon),
+twin_nifs!(bounded_assignments_normal, bounded_assignments_dirty, bounded_assignments_probe => assignments(env, keys, nodes, epsilon),
     <'a>(keys: Term<'a>, nodes: Term<'a>, epsilon: f64) -> [Term<'a>]);

@@ -95,18 +95,39 @@ impl Budget {
                 return Err(Failure::NeedsDirty);
             }
             self.remaining -= cost;
+            hrw_core::work::charged(cost);
         }
         Ok(())
     }
 }
 
+/// What a probe reports (feature `work-probes`): how the call ended, the units it
+/// charged and the units of work it counted. Tests check `counted <= charged`.
+#[cfg(feature = "work-probes")]
+pub fn probe_report<'a, T>(env: Env<'a>, outcome: Outcome<T>) -> Term<'a> {
+    mod probe_atoms {
+        rustler::atoms! { ok, needs_dirty, bad_arg, stale_resource }
+    }
+    let (charged, counted) = hrw_core::work::take();
+    let how = match outcome {
+        Ok(_) => probe_atoms::ok().encode(env),
+        Err(Failure::NeedsDirty) => probe_atoms::needs_dirty().encode(env),
+        Err(Failure::BadArg(m)) => (probe_atoms::bad_arg(), m).encode(env),
+        Err(Failure::StaleResource) => probe_atoms::stale_resource().encode(env),
+    };
+    (how, charged, counted).encode(env)
+}
+
 /// Declares a NIF on a normal scheduler and its `_dirty` twin on a dirty CPU
-/// scheduler, both calling `f(args..., budget)` with the matching [`Budget`].
+/// scheduler, both calling `f(args..., budget)` with the matching [`Budget`]; with
+/// the feature `work-probes` (test builds) also a `_probe` NIF that runs the
+/// normal-scheduler version and reports, instead of its result, how it ended and
+/// the work it charged and counted (see `probe_report`).
 /// (Parameters and return type are passed as plain tokens: rustler's `nif`
 /// attribute does not accept the grouped `ty` fragments of `macro_rules`.)
 macro_rules! twin_nifs {
     // With the env first: written here, since rustler re-creates that parameter.
-    ($normal:ident, $dirty:ident => $f:ident(env $(, $arg:ident)*),
+    ($normal:ident, $dirty:ident, $probe:ident => $f:ident(env $(, $arg:ident)*),
      <$lt:lifetime>($($params:tt)*) -> [$($ret:tt)+]) => {
         #[rustler::nif]
         fn $normal<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::NifResult<$($ret)+> {
@@ -117,17 +138,55 @@ macro_rules! twin_nifs {
         fn $dirty<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::NifResult<$($ret)+> {
             Ok($f(env, $($arg,)* $crate::failure::Budget::dirty())?)
         }
-    };
-    ($normal:ident, $dirty:ident => $f:ident($($arg:ident),*),
-     $(<$lt:lifetime>)? ($($params:tt)*) -> [$($ret:tt)+]) => {
+
+        #[cfg(feature = "work-probes")]
         #[rustler::nif]
-        fn $normal$(<$lt>)?($($params)*) -> rustler::NifResult<$($ret)+> {
+        fn $probe<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::Term<$lt> {
+            let _ = hrw_core::work::take();
+            let outcome = $f(env, $($arg,)* $crate::failure::Budget::normal());
+            $crate::failure::probe_report(env, outcome)
+        }
+    };
+    // Without the env, with a lifetime.
+    ($normal:ident, $dirty:ident, $probe:ident => $f:ident($($arg:ident),*),
+     <$lt:lifetime>($($params:tt)*) -> [$($ret:tt)+]) => {
+        #[rustler::nif]
+        fn $normal<$lt>($($params)*) -> rustler::NifResult<$($ret)+> {
             Ok($f($($arg,)* $crate::failure::Budget::normal())?)
         }
 
         #[rustler::nif(schedule = "DirtyCpu")]
-        fn $dirty$(<$lt>)?($($params)*) -> rustler::NifResult<$($ret)+> {
+        fn $dirty<$lt>($($params)*) -> rustler::NifResult<$($ret)+> {
             Ok($f($($arg,)* $crate::failure::Budget::dirty())?)
+        }
+
+        #[cfg(feature = "work-probes")]
+        #[rustler::nif]
+        fn $probe<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::Term<$lt> {
+            let _ = hrw_core::work::take();
+            let outcome = $f($($arg,)* $crate::failure::Budget::normal());
+            $crate::failure::probe_report(env, outcome)
+        }
+    };
+    // Without the env or a lifetime.
+    ($normal:ident, $dirty:ident, $probe:ident => $f:ident($($arg:ident),*),
+     ($($params:tt)*) -> [$($ret:tt)+]) => {
+        #[rustler::nif]
+        fn $normal($($params)*) -> rustler::NifResult<$($ret)+> {
+            Ok($f($($arg,)* $crate::failure::Budget::normal())?)
+        }
+
+        #[rustler::nif(schedule = "DirtyCpu")]
+        fn $dirty($($params)*) -> rustler::NifResult<$($ret)+> {
+            Ok($f($($arg,)* $crate::failure::Budget::dirty())?)
+        }
+
+        #[cfg(feature = "work-probes")]
+        #[rustler::nif]
+        fn $probe<'probe>(env: rustler::Env<'probe>, $($params)*) -> rustler::Term<'probe> {
+            let _ = hrw_core::work::take();
+            let outcome = $f($($arg,)* $crate::failure::Budget::normal());
+            $crate::failure::probe_report(env, outcome)
         }
     };
 }

@@ -14,6 +14,7 @@ mod resource;
 mod ring;
 mod skeleton;
 mod term_id;
+mod tuple_view;
 mod weighted;
 
 rustler::init!("Elixir.HRW.Native", load = load);

@@ -4,18 +4,22 @@ use crate::failure::{bad_arg, twin_nifs, Budget, Failure, Outcome};
 use crate::nodeset;
 use crate::term_id::term_id;
 use hrw_core::ring::Ring;
-use hrw_core::{n3, scan};
+use hrw_core::{n3, scan, work};
 use rustler::{Encoder, Env, Term};
 use smallvec::SmallVec;
 
-/// Budget units per node beyond hashing it: the score and the bookkeeping.
-const COST_PER_SCORE: u64 = 2;
+/// Budget units per node of the allocation-free owner scan beyond hashing it: the
+/// cell, two buffer pushes and the score.
+const OWNER_COST_PER_NODE: u64 = 3 * work::ELEMENT + work::SCORE;
 
 /// Calls `visit(node, budget)` for every element of the non-empty proper list
-/// `nodes`, in order. Walks the cells itself (rustler's iterator panics on improper
-/// lists) in one pass: an improper tail is reported after the walk.
+/// `nodes`, in order, charging `per_node` before each (the caller's cost of a node
+/// beyond its term id, which `visit` charges). Walks the cells itself (rustler's
+/// iterator panics on improper lists) in one pass: an improper tail is reported
+/// after the walk.
 pub fn for_each_node<'a>(
     nodes: Term<'a>,
+    per_node: u64,
     budget: &mut Budget,
     mut visit: impl FnMut(Term<'a>, &mut Budget) -> Outcome<()>,
 ) -> Outcome<()> {
@@ -27,7 +31,8 @@ pub fn for_each_node<'a>(
     }
     let mut rest = nodes;
     while let Ok((node, tail)) = rest.list_get_cell() {
-        budget.charge(COST_PER_SCORE)?;
+        budget.charge(per_node)?;
+        work::count(work::ELEMENT);
         visit(node, budget)?;
         rest = tail;
     }
@@ -44,7 +49,7 @@ fn each_node<'a>(
     budget: &mut Budget,
     mut visit: impl FnMut(Term<'a>, u64),
 ) -> Outcome<()> {
-    for_each_node(nodes, budget, |node, budget| {
+    for_each_node(nodes, OWNER_COST_PER_NODE, budget, |node, budget| {
         visit(node, term_id(node, budget)?);
         Ok(())
     })
@@ -59,6 +64,7 @@ fn owner<'a>(key: Term<'a>, nodes: Term<'a>, mut budget: Budget) -> Outcome<Term
     let mut prepared: SmallVec<[u64; 32]> = SmallVec::new();
     let mut terms: SmallVec<[Term<'a>; 32]> = SmallVec::new();
     each_node(nodes, &mut budget, |node, id| {
+        work::count(2 * work::ELEMENT);
         prepared.push(n3::linear(id));
         terms.push(node);
     })?;
@@ -77,11 +83,15 @@ fn with_call_ring<'a, T>(
     nodes: Term<'a>,
     weighted: bool,
     mut budget: Budget,
+    answer_cost: impl FnOnce(&Ring) -> u64,
     answer: impl FnOnce(&Ring, u64, &[Term<'a>]) -> T,
 ) -> Outcome<T> {
     let key = term_id(key, &mut budget)?;
     let set = nodeset::decode(nodes, weighted, &mut budget)?;
-    Ok(answer(&Ring::new(&set.nodes), key, &set.terms))
+    budget.charge(Ring::build_cost(set.nodes.len()))?;
+    let ring = Ring::new(&set.nodes);
+    budget.charge(answer_cost(&ring))?;
+    Ok(answer(&ring, key, &set.terms))
 }
 
 fn owner_of_kind<'a>(
@@ -93,9 +103,14 @@ fn owner_of_kind<'a>(
     if !weighted {
         return owner(key, nodes, budget);
     }
-    with_call_ring(key, nodes, true, budget, |ring, key, terms| {
-        ring.owner(key).map(|i| terms[i])
-    })?
+    with_call_ring(
+        key,
+        nodes,
+        true,
+        budget,
+        Ring::owner_cost,
+        |ring, key, terms| ring.owner(key).map(|i| terms[i]),
+    )?
     .ok_or_else(|| Failure::BadArg("nodes must be a non-empty list".into()))
 }
 
@@ -107,23 +122,31 @@ fn owners<'a>(
     weighted: bool,
     budget: Budget,
 ) -> Outcome<Term<'a>> {
-    with_call_ring(key, nodes, weighted, budget, |ring, key, terms| {
-        let picked: Vec<Term<'a>> = ring
-            .owners(key, count)
-            .into_iter()
-            .map(|i| terms[i])
-            .collect();
-        picked.encode(env)
-    })
+    let answer_cost = |ring: &Ring| ring.owners_cost() + 2 * work::ELEMENT * count as u64;
+    with_call_ring(
+        key,
+        nodes,
+        weighted,
+        budget,
+        answer_cost,
+        |ring, key, terms| {
+            let picked: Vec<Term<'a>> = ring
+                .owners(key, count)
+                .into_iter()
+                .map(|i| terms[i])
+                .collect();
+            picked.encode(env)
+        },
+    )
 }
 
-twin_nifs!(list_owner, list_owner_dirty => owner_of_kind(key, nodes, weighted),
+twin_nifs!(list_owner_normal, list_owner_dirty, list_owner_probe => owner_of_kind(key, nodes, weighted),
     <'a>(key: Term<'a>, nodes: Term<'a>, weighted: bool) -> [Term<'a>]);
-twin_nifs!(list_owners, list_owners_dirty => owners(env, key, nodes, count, weighted),
+twin_nifs!(list_owners_normal, list_owners_dirty, list_owners_probe => owners(env, key, nodes, count, weighted),
     <'a>(key: Term<'a>, nodes: Term<'a>, count: usize, weighted: bool) -> [Term<'a>]);
-twin_nifs!(term_id, term_id_dirty => id_of(term),
+twin_nifs!(term_id_normal, term_id_dirty, term_id_probe => id_of(term),
     (term: Term) -> [u64]);
-twin_nifs!(score, score_dirty => score_of(key, node),
+twin_nifs!(score_normal, score_dirty, score_probe => score_of(key, node),
     (key: Term, node: Term) -> [u64]);
 
 /// The canonical id of any term (docs/HASHING.md); exposed for users and tests.

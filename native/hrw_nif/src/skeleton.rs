@@ -5,6 +5,7 @@ use crate::nodeset;
 use crate::resource::{self, Resource};
 use crate::term_id::term_id;
 use hrw_core::skeleton::Skeleton;
+use hrw_core::work;
 use rustler::sys::ErlNifResourceType;
 use rustler::{Env, Term};
 use std::sync::atomic::AtomicPtr;
@@ -22,11 +23,6 @@ impl Resource for SkeletonResource {
 /// Fingerprint kind of a skeleton (see `hrw_core::nodes::fingerprint`).
 const KIND_SKELETON: u64 = 2;
 
-/// Budget units per node to build (sort and trie), and per lookup (a descent of
-/// ~log2(n/16) coins and one leaf scan; ~30-60 ns).
-const BUILD_COST_PER_NODE: u64 = 60;
-pub const LOOKUP_COST: u64 = 60;
-
 fn build<'a>(
     env: Env<'a>,
     nodes: Term<'a>,
@@ -35,7 +31,7 @@ fn build<'a>(
     mut budget: Budget,
 ) -> Outcome<Term<'a>> {
     let set = nodeset::decode(nodes, weighted, &mut budget)?;
-    budget.charge(set.nodes.len() as u64 * BUILD_COST_PER_NODE)?;
+    budget.charge(Skeleton::build_cost(set.nodes.len()) + set.reply_cost(1, weighted))?;
     let skeleton = Skeleton::build(&set.nodes, leaf_size);
     let resource = resource::make(env, SkeletonResource(skeleton));
     Ok(set.reply(env, resource, KIND_SKELETON, &[leaf_size as u64], weighted))
@@ -47,6 +43,7 @@ pub fn resource<'a>(term: Term<'a>) -> Outcome<&'a SkeletonResource> {
 
 fn owner(skeleton: Term, key: Term, mut budget: Budget) -> Outcome<usize> {
     let skeleton = resource(skeleton)?;
+    budget.charge(skeleton.0.owner_cost())?;
     let key = term_id(key, &mut budget)?;
     Ok(skeleton.0.owner(key))
 }
@@ -54,14 +51,15 @@ fn owner(skeleton: Term, key: Term, mut budget: Budget) -> Outcome<usize> {
 fn owners(skeleton: Term, key: Term, count: usize, mut budget: Budget) -> Outcome<Vec<usize>> {
     let skeleton = resource(skeleton)?;
     let count = count.min(skeleton.0.len());
-    budget.charge(count as u64 * LOOKUP_COST)?;
+    // The descents and leaf picks of every rank, and the result list.
+    budget.charge(skeleton.0.owners_cost(count) + work::ELEMENT * count as u64)?;
     let key = term_id(key, &mut budget)?;
     Ok(skeleton.0.owners(key, count))
 }
 
-twin_nifs!(skeleton_new, skeleton_new_dirty => build(env, nodes, weighted, leaf_size),
+twin_nifs!(skeleton_new_normal, skeleton_new_dirty, skeleton_new_probe => build(env, nodes, weighted, leaf_size),
     <'a>(nodes: Term<'a>, weighted: bool, leaf_size: usize) -> [Term<'a>]);
-twin_nifs!(skeleton_owner, skeleton_owner_dirty => owner(skeleton, key),
+twin_nifs!(skeleton_owner_normal, skeleton_owner_dirty, skeleton_owner_probe => owner(skeleton, key),
     (skeleton: Term, key: Term) -> [usize]);
-twin_nifs!(skeleton_owners, skeleton_owners_dirty => owners(skeleton, key, count),
+twin_nifs!(skeleton_owners_normal, skeleton_owners_dirty, skeleton_owners_probe => owners(skeleton, key, count),
     (skeleton: Term, key: Term, count: usize) -> [Vec<usize>]);

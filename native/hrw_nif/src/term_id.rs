@@ -4,7 +4,9 @@
 //! `hrw_core::term_hash`, so the spec has one implementation.
 
 use crate::failure::{bad_arg, Budget, Failure, Outcome};
+use crate::tuple_view::TupleView;
 use hrw_core::term_hash::{self, tag};
+use hrw_core::work;
 use rustler::types::map::MapIterator;
 use rustler::{Binary, Term, TermType};
 
@@ -32,6 +34,7 @@ fn id_at(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
     // skips the generic type query.
     if let Ok(bin) = Binary::from_term(term) {
         charge_bytes(budget, bin.len())?;
+        work::count(work::TERM + work::bytes(bin.len()));
         return Ok(term_hash::binary(bin.as_slice()));
     }
     match term.get_type() {
@@ -39,6 +42,7 @@ fn id_at(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
         TermType::Binary => bitstring_id(term, budget),
         TermType::Integer => {
             budget.charge(COST_PER_TERM)?;
+            work::count(work::TERM);
             if let Ok(v) = term.decode::<i64>() {
                 Ok(term_hash::int64(v))
             } else if let Ok(v) = term.decode::<i128>() {
@@ -49,20 +53,24 @@ fn id_at(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
         }
         TermType::Float => {
             budget.charge(COST_PER_TERM)?;
+            work::count(work::TERM);
             let value: f64 = term.decode().map_err(|_| unreadable("float"))?;
             Ok(term_hash::float(value))
         }
         TermType::Atom => {
             let name = term.atom_to_string().map_err(|_| unreadable("atom"))?;
             charge_bytes(budget, name.len())?;
+            work::count(work::TERM + work::bytes(name.len()));
             Ok(term_hash::atom(name.as_bytes()))
         }
         TermType::Tuple => {
-            budget.charge(COST_PER_TERM)?;
-            let elements =
-                rustler::types::tuple::get_tuple(term).map_err(|_| unreadable("tuple"))?;
-            let ids = elements
-                .into_iter()
+            // Read in place: the arity is known before any element is touched.
+            let elements = TupleView::of(term).ok_or_else(|| unreadable("tuple"))?;
+            let n = elements.len();
+            budget.charge(COST_PER_TERM + container_cost(n))?;
+            work::count(work::TERM + container_cost(n));
+            let ids = (0..n)
+                .filter_map(|i| elements.get(i))
                 .map(|e| id_at(e, budget, depth + 1))
                 .collect::<Outcome<Vec<u64>>>()?;
             Ok(term_hash::tuple(&ids))
@@ -71,10 +79,17 @@ fn id_at(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
         TermType::Map => {
             budget.charge(COST_PER_TERM)?;
             let iter = MapIterator::new(term).ok_or_else(|| unreadable("map"))?;
+            work::count(work::TERM);
             let mut entries = Vec::new();
             for (k, v) in iter {
+                budget.charge(2 * work::ELEMENT)?;
+                work::count(2 * work::ELEMENT);
                 entries.push((id_at(k, budget, depth + 1)?, id_at(v, budget, depth + 1)?));
             }
+            // The entries are sorted by id (order-independence), then hashed.
+            let sort = work::sort(entries.len()) + work::bytes(16 * entries.len());
+            budget.charge(sort)?;
+            work::count(sort);
             Ok(term_hash::map(&mut entries))
         }
         TermType::Pid => opaque_id(tag::PID, term, budget),
@@ -83,6 +98,13 @@ fn id_at(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
         TermType::Fun => opaque_id(tag::FUN, term, budget),
         TermType::Unknown => bad_arg("term of an unknown type cannot be hashed"),
     }
+}
+
+/// Units for a container's `n` element ids beyond visiting the elements: the id
+/// buffer and hashing 8 bytes per id (rounded up per element, so that charging
+/// element by element covers it).
+const fn container_cost(n: usize) -> u64 {
+    (2 * work::ELEMENT + 1) * n as u64
 }
 
 fn unreadable(what: &str) -> Failure {
@@ -94,7 +116,9 @@ fn list_id(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
     let mut ids = Vec::new();
     let mut rest = term;
     loop {
-        budget.charge(COST_PER_TERM)?;
+        // The cell, and its id's share of the buffer and of the final hash.
+        budget.charge(COST_PER_TERM + container_cost(1))?;
+        work::count(work::TERM + container_cost(1));
         if rest.is_empty_list() {
             return Ok(term_hash::list(&ids));
         }
@@ -122,8 +146,10 @@ fn external(term: Term, small: bool, budget: &mut Budget) -> Outcome<rustler::Ow
         return Err(Failure::NeedsDirty);
     }
     budget.charge(COST_PER_TERM)?;
+    // Bounded here (a small term, or any term on a dirty scheduler).
     let ext = term.to_binary();
     charge_bytes(budget, ext.as_slice().len())?;
+    work::count(work::TERM + work::bytes(ext.as_slice().len()));
     Ok(ext)
 }
 

@@ -11,8 +11,9 @@ const MAX_WEIGHT: f64 = 9_007_199_254_740_992.0;
 
 /// Splits `{node, weight}` into the node term and a valid weight.
 pub fn decode_weighted<'a>(entry: Term<'a>) -> Outcome<(Term<'a>, f64)> {
-    let fields = match rustler::types::tuple::get_tuple(entry) {
-        Ok(fields) if fields.len() == 2 => fields,
+    // Read in place: an entry may be a huge tuple, which must not be copied first.
+    let fields = match crate::tuple_view::TupleView::of(entry) {
+        Some(t) if t.len() == 2 => [t.get(0), t.get(1)].map(|f| f.expect("arity 2")),
         _ => {
             return bad_arg(format!(
                 "weighted nodes must be {{node, weight}} tuples, got: {}",
@@ -62,9 +63,9 @@ fn describe(term: Term) -> String {
             Ok(bin) => format!("a binary of {} bytes", bin.len()),
             Err(_) => "a bitstring".to_string(),
         },
-        TermType::Tuple => match rustler::types::tuple::get_tuple(term) {
-            Ok(fields) => format!("a tuple of {} elements", fields.len()),
-            Err(_) => "a tuple".to_string(),
+        TermType::Tuple => match crate::tuple_view::TupleView::of(term) {
+            Some(fields) => format!("a tuple of {} elements", fields.len()),
+            None => "a tuple".to_string(),
         },
         TermType::List => "a list".to_string(),
         TermType::Map => "a map".to_string(),
@@ -83,5 +84,5 @@ fn score(key: Term, entry: Term, mut budget: Budget) -> Outcome<f64> {
     Ok(-Standing::new(n3::score(k, term_id(node, &mut budget)?), weight).cost)
 }
 
-twin_nifs!(weighted_score, weighted_score_dirty => score(key, entry),
+twin_nifs!(weighted_score_normal, weighted_score_dirty, weighted_score_probe => score(key, entry),
     (key: Term, entry: Term) -> [f64]);

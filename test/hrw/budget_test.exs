@@ -1,0 +1,223 @@
+defmodule HRW.BudgetTest do
+  # No NIF call may run long on a normal scheduler. Each normal-scheduler NIF charges
+  # a budget for the work it is about to do, before doing it, and moves to a dirty
+  # scheduler when the budget would run out. This checks it by construction, not by
+  # timing: test builds count the work each call actually does where it is done
+  # (scores, descent levels, terms visited, bytes hashed, elements copied, sorts; see
+  # native/hrw_core/src/work.rs), and every call below, over a grid of shapes, must
+  # have charged at least what it counted, and never more than the budget.
+  use ExUnit.Case, async: true
+
+  alias HRW.Native
+
+  # native/hrw_nif/src/failure.rs, NORMAL_BUDGET.
+  @budget 400_000
+
+  # Runs the normal-scheduler NIF `name` on `args` and checks its tallies; returns
+  # how it ended.
+  defp probe(name, args) do
+    {outcome, charged, counted} = Native.probe(name, args)
+    label = "#{name} #{describe(args)}: #{inspect(outcome, limit: 3)}"
+    assert charged <= @budget, "#{label} charged #{charged} > budget #{@budget}"
+
+    assert counted <= charged,
+           "#{label} did #{counted} units of work but charged only #{charged}"
+
+    outcome
+  end
+
+  test "the probes count real work (so the checks below are not vacuous)" do
+    s = HRW.build(names(1_000))
+    r = HRW.Ring.new(names(1_000))
+
+    for {name, args, at_least} <- [
+          {:term_id, [{:user, 42}], 3},
+          {:skeleton_owner, [s.resource, "k"], 16},
+          {:ring_owner, [r.resource, "k"], 1_000},
+          {:batch_owners, [names(100), Native.batch_target(s), 1], 100 * 16}
+        ] do
+      {:ok, charged, counted} = Native.probe(name, args)
+      assert counted >= at_least and charged >= counted
+    end
+  end
+
+  defp describe(args) do
+    args
+    |> Enum.map(fn
+      [_ | _] = list ->
+        "a list of #{HRW.brief(Enum.count(Stream.take(cells(list), 100_001)))} cells"
+
+      t when is_tuple(t) and tuple_size(t) > 4 ->
+        "tuple(#{tuple_size(t)})"
+
+      r when is_reference(r) ->
+        "resource"
+
+      other ->
+        HRW.brief(other)
+    end)
+    |> Enum.join(", ")
+  end
+
+  defp cells(list),
+    do:
+      Stream.unfold(list, fn
+        [_ | t] -> {1, t}
+        _ -> nil
+      end)
+
+  defp names(n, prefix \\ "node-"), do: Enum.map(1..n, &"#{prefix}#{&1}")
+  defp weighted(nodes), do: Enum.with_index(nodes, fn n, i -> {n, rem(i, 7) + 1} end)
+
+  defp terms do
+    big_map = Map.new(1..12_000, &{&1, &1})
+
+    [
+      "order:123",
+      :binary.copy("x", 1_000_000),
+      :binary.copy("x", 20_000_000),
+      123 * 104_729,
+      -(2 ** 128 - 1),
+      2 ** 200,
+      -(2 ** 100_000),
+      1.5,
+      :an_atom,
+      {:user, 42},
+      {:tenant, :eu, 42},
+      %{id: 1, kind: :doc},
+      Map.new(1..40, &{&1, &1}),
+      big_map,
+      Map.new(1..100_000, &{&1, &1}),
+      List.duplicate(1, 30_000),
+      List.to_tuple(List.duplicate(1, 30_000)),
+      List.to_tuple(List.duplicate(:a, 1_000_000)),
+      [1, 2 | 3],
+      <<1::3>>,
+      self(),
+      make_ref(),
+      Enum.reduce(1..200, [], &[&1, &2]),
+      Enum.reduce(1..300, [], &[&1, &2])
+    ]
+  end
+
+  test "term_id and score charge every term, byte, element and sort of the term walk" do
+    for term <- terms() do
+      probe(:term_id, [term])
+      probe(:score, [term, "node"])
+      probe(:score, ["key", term])
+      probe(:weighted_score, [term, {"node", 2}])
+      probe(:weighted_score, ["key", {term, 2}])
+    end
+
+    assert probe(:term_id, [Map.new(1..12_000, &{&1, &1})]) == :needs_dirty
+    assert probe(:weighted_score, ["key", List.to_tuple(List.duplicate(1, 1_000_000))]) != :ok
+  end
+
+  test "list owners charge every node, score and sort" do
+    for n <- [1, 2, 10, 1_000, 20_000, 30_000, 100_000],
+        nodes = names(n),
+        weighted? <- [false, true],
+        nodes = if(weighted?, do: weighted(nodes), else: nodes) do
+      probe(:list_owner, ["key", nodes, weighted?])
+
+      for count <- Enum.uniq([1, 2, div(n, 2) + 1, n]) do
+        probe(:list_owners, ["key", nodes, count, weighted?])
+      end
+    end
+
+    # Nodes that are themselves large terms.
+    fat = Enum.map(1..200, &{:node, &1, List.duplicate(&1, 200)})
+    probe(:list_owner, ["key", fat, false])
+    probe(:list_owners, ["key", fat, 3, false])
+    assert probe(:list_owners, ["key", weighted(names(22_000)), 2, true]) == :needs_dirty
+  end
+
+  test "rings charge their build, every scanned node and the owners sort" do
+    for n <- [1, 10, 1_000, 10_000, 100_000], weighted? <- [false, true] do
+      nodes = if weighted?, do: weighted(names(n)), else: names(n)
+      probe(:ring_new, [nodes, weighted?])
+      ring = HRW.Ring.new(nodes, if(weighted?, do: [scorer: %HRW.Weighted{}], else: []))
+
+      for key <- ["k", {:user, 1}, :binary.copy("k", 2_000_000)] do
+        probe(:ring_owner, [ring.resource, key])
+
+        for count <- Enum.uniq([0, 1, 2, 100, n, n + 5]),
+            do: probe(:ring_owners, [ring.resource, key, count])
+      end
+    end
+
+    assert probe(:ring_owners, [HRW.Ring.new(names(100_000)).resource, "k", 2]) == :needs_dirty
+    assert probe(:ring_new, [names(22_000), false]) == :needs_dirty
+  end
+
+  test "skeletons charge every level, every leaf node scanned and every rank" do
+    shapes =
+      for n <- [1, 5, 16, 17, 1_000, 100_000],
+          leaf <- [1, 4, 16, 256, 4096],
+          weighted? <- [false, true],
+          leaf <= max(n, 16),
+          do: {n, leaf, weighted?}
+
+    for {n, leaf, weighted?} <- shapes do
+      nodes = if weighted?, do: weighted(names(n)), else: names(n)
+      scorer = if weighted?, do: [scorer: %HRW.Weighted{}], else: []
+      if n <= 10_000, do: probe(:skeleton_new, [nodes, weighted?, leaf])
+      skeleton = HRW.build(nodes, [cluster_size: leaf] ++ scorer)
+
+      for key <- ["k", 42, {:user, 7}] do
+        probe(:skeleton_owner, [skeleton.resource, key])
+
+        for count <- Enum.uniq([0, 1, 2, 3, 47, 48, 100, 6666, n, n + 1]),
+            count <= n + 1,
+            do: probe(:skeleton_owners, [skeleton.resource, key, count])
+      end
+    end
+  end
+
+  test "the found stalls now go to a dirty scheduler" do
+    # 6666 replicas on a weighted 100k-node skeleton with 4096-node leaves.
+    nodes = weighted(names(100_000))
+    s = HRW.build(nodes, cluster_size: 4096, scorer: %HRW.Weighted{})
+    assert probe(:skeleton_owners, [s.resource, "k", 6666]) == :needs_dirty
+
+    assert probe(:batch_owners, [Enum.to_list(1..3_900), Native.batch_target(s), 1]) ==
+             :needs_dirty
+
+    # Still answered, on the dirty scheduler.
+    assert length(HRW.owners("k", s, 6666)) == 6666
+  end
+
+  @tag timeout: 300_000
+  test "batches charge keys, lookups and results, never the size of the target" do
+    big = HRW.build(names(1_000_000))
+    skeletons = [HRW.build(names(10)), HRW.build(names(10_000)), big]
+    rings = [HRW.Ring.new(names(10)), HRW.Ring.new(names(5_000))]
+    lists = [{:list, names(10), false}, {:list, weighted(names(1_000)), true}]
+    targets = Enum.map(skeletons ++ rings, &Native.batch_target/1) ++ lists
+
+    for t <- targets, n <- [0, 1, 2, 100, 3_000, 8_192] do
+      keys = Enum.map(1..n//1, &"key-#{&1}")
+      probe(:batch_owners, [keys, t, 1])
+      probe(:batch_groups, [keys, t, 1])
+      probe(:batch_moves, [keys, t, hd(targets), 1])
+    end
+
+    # One key against a million nodes costs one lookup: the nodes tuple is never read.
+    one = ["key"]
+    big_t = Native.batch_target(big)
+
+    for name <- [:batch_owners, :batch_groups],
+        do: assert(probe(name, [one, big_t, 1]) == :ok)
+
+    assert probe(:batch_moves, [one, big_t, big_t, 1]) == :ok
+  end
+
+  test "bounded assignments charge keys, scans, sorts and the result map" do
+    for k <- [0, 1, 100, 2_000, 8_000], n <- [1, 10, 100, 1_000] do
+      keys = Enum.map(1..k//1, &"key-#{&1}")
+
+      for eps <- [0.0, 0.25],
+          do: probe(:bounded_assignments, [keys, names(n), eps])
+    end
+  end
+end
