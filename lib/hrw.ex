@@ -375,15 +375,71 @@ defmodule HRW do
   end
 
   @doc false
-  # A short, bounded-time rendering of a user's value for an error message: huge
-  # integers are not converted to decimal (quadratic in their size), collections
-  # and strings are truncated.
+  # A short rendering of a user's value for an error message, in bounded time and
+  # size whatever the value: at most 3 levels and 5 elements per level are shown,
+  # binaries and atoms are cut to 64 bytes, integers beyond 64 bits are described
+  # by their size (converting a bignum to decimal is quadratic), and long or
+  # improper lists are never walked to their end. Every message that shows a
+  # user's value goes through here.
   @spec brief(term()) :: String.t()
-  def brief(value) when is_integer(value) and abs(value) > 0xFFFF_FFFF_FFFF_FFFF do
-    "an integer of #{byte_size(:binary.encode_unsigned(abs(value)))} bytes"
+  def brief(value), do: value |> brief(3) |> IO.iodata_to_binary()
+
+  @shown 5
+  @shown_bytes 64
+
+  defp brief(i, _depth) when is_integer(i) and abs(i) > 0xFFFF_FFFF_FFFF_FFFF do
+    "an integer of #{byte_size(:binary.encode_unsigned(abs(i)))} bytes"
   end
 
-  def brief(value), do: inspect(value, limit: 5, printable_limit: 64)
+  defp brief(v, _depth) when is_integer(v) or is_float(v), do: inspect(v)
+
+  defp brief(a, _depth) when is_atom(a) do
+    text = inspect(a)
+    if byte_size(text) > @shown_bytes, do: [binary_part(text, 0, @shown_bytes), "..."], else: text
+  end
+
+  defp brief(b, _depth) when is_binary(b) and byte_size(b) > @shown_bytes do
+    [inspect(binary_part(b, 0, @shown_bytes)), "... (#{byte_size(b)} bytes)"]
+  end
+
+  defp brief(b, _depth) when is_bitstring(b) and bit_size(b) > 8 * @shown_bytes do
+    "a bitstring of #{bit_size(b)} bits"
+  end
+
+  defp brief(b, _depth) when is_bitstring(b), do: inspect(b)
+  defp brief(_value, 0), do: "..."
+  defp brief(%module{} = struct, depth) when is_atom(module), do: map(struct, depth)
+  defp brief(m, depth) when is_map(m), do: map(m, depth)
+
+  defp brief(t, depth) when is_tuple(t) do
+    shown = for i <- 1..min(tuple_size(t), @shown)//1, do: brief(elem(t, i - 1), depth - 1)
+    more = if tuple_size(t) > @shown, do: [", ..."], else: []
+    ["{", Enum.intersperse(shown, ", "), more, "}"]
+  end
+
+  defp brief(l, depth) when is_list(l), do: ["[", list(l, @shown, depth), "]"]
+  defp brief(other, _depth), do: inspect(other)
+
+  defp list([], _left, _depth), do: []
+  defp list([_ | _], 0, _depth), do: ["..."]
+  defp list([h], _left, depth), do: [brief(h, depth - 1)]
+
+  defp list([h | [_ | _] = t], left, depth),
+    do: [brief(h, depth - 1), ", " | list(t, left - 1, depth)]
+
+  defp list([h | t], _left, depth), do: [brief(h, depth - 1), " | ", brief(t, depth - 1)]
+
+  # Maps are read with an iterator: only the entries shown are ever visited.
+  defp map(m, depth) do
+    {entries, more} = take(:maps.next(:maps.iterator(m)), @shown, [])
+    shown = for {k, v} <- entries, do: [brief(k, depth - 1), " => ", brief(v, depth - 1)]
+    prefix = if is_struct(m), do: ["%", inspect(m.__struct__), "{"], else: "%{"
+    [prefix, Enum.intersperse(shown, ", "), if(more, do: ", ...", else: ""), "}"]
+  end
+
+  defp take(:none, _left, acc), do: {Enum.reverse(acc), false}
+  defp take(_iter, 0, acc), do: {Enum.reverse(acc), true}
+  defp take({k, v, iter}, left, acc), do: take(:maps.next(iter), left - 1, [{k, v} | acc])
 
   @doc false
   # A non-empty proper list, or ArgumentError.

@@ -129,7 +129,7 @@ defmodule HRW.Skeleton do
       other ->
         raise ArgumentError,
               "HRW.build/2 option #{inspect(name)} must be an integer in " <>
-                "#{min}..#{@max_cluster_size}, got: #{inspect(other)}"
+                "#{min}..#{@max_cluster_size}, got: #{HRW.brief(other)}"
     end
   end
 

@@ -57,7 +57,7 @@ defmodule HRW.Weighted do
   def score(%__MODULE__{}, _key, entry) do
     raise ArgumentError,
           "weighted nodes must be {node, weight} tuples with a positive number as weight, " <>
-            "got: #{inspect(entry, limit: 5, printable_limit: 50)}"
+            "got: #{HRW.brief(entry)}"
   end
 
   # `1 / weight`, saturated where it leaves the float range: the limits of

@@ -1,0 +1,84 @@
+defmodule HRW.ErrorMessageTest do
+  # Every error message that shows a user's value is bounded in size, whatever the
+  # value (and so in time: nothing is rendered whole, no bignum is converted to
+  # decimal). The bound is checked on the message itself, not on a clock.
+  use ExUnit.Case, async: true
+
+  @max_message 400
+
+  defp hostile do
+    big = 2 ** 1_000_000
+    deep = Enum.reduce(1..100_000, :leaf, &{&1, &2})
+
+    [
+      big,
+      -(2 ** 2_000_000),
+      :binary.copy("x", 10_000_000),
+      <<0::size(80_000_001)>>,
+      [big, big, big],
+      {big, [big], %{big => big}},
+      Map.new(1..100_000, &{&1, &1}),
+      List.duplicate(big, 1_000),
+      deep,
+      Enum.reduce(1..100_000, [], &[&2 | &1]),
+      [1, 2, 3 | big],
+      List.to_tuple(List.duplicate(big, 10_000)),
+      %URI{host: :binary.copy("h", 1_000_000)},
+      String.to_atom(String.duplicate("a", 255))
+    ]
+  end
+
+  test "HRW.brief/1 stays short for any value" do
+    for value <- hostile() do
+      text = HRW.brief(value)
+      assert byte_size(text) <= @max_message, "#{byte_size(text)} bytes"
+    end
+
+    assert HRW.brief([1, 2 | 3]) == "[1, 2 | 3]"
+    assert HRW.brief(%{a: 1}) == "%{a: 1}" or HRW.brief(%{a: 1}) == "%{:a => 1}"
+    assert HRW.brief(2 ** 70) =~ "an integer of 9 bytes"
+  end
+
+  # The message of the ArgumentError `fun` raises, or nil if it accepts the value.
+  defp message(fun) do
+    _ = fun.()
+    nil
+  rescue
+    e in ArgumentError -> Exception.message(e)
+  end
+
+  test "options and weights with huge values raise short messages on every path" do
+    for value <- hostile() do
+      calls = [
+        fn -> HRW.build(["a"], cluster_size: value) end,
+        fn -> HRW.build(["a"], fanout: value) end,
+        fn -> HRW.owner("k", ["a"], scorer: value) end,
+        fn -> HRW.owners("k", ["a"], value) end,
+        fn -> HRW.owner("k", value) end,
+        fn -> HRW.owner_batch(value, ["a"]) end,
+        fn -> HRW.Bounded.assignments(["k"], ["a"], epsilon: value) end,
+        fn -> HRW.owner("k", [{"a", value}], scorer: %HRW.Weighted{}) end,
+        fn ->
+          HRW.owner("k", [{"a", value}], scorer: %HRW.Weighted{hash_fn: &:erlang.phash2/1})
+        end,
+        fn -> HRW.Weighted.score(%HRW.Weighted{}, "k", {"a", value}) end,
+        fn -> HRW.Ring.new([{"a", value}], scorer: %HRW.Weighted{}) end
+      ]
+
+      for call <- calls, text = message(call) do
+        assert byte_size(text) <= @max_message, "#{byte_size(text)} bytes: #{HRW.brief(text)}"
+      end
+    end
+  end
+
+  test "the reported cases raise" do
+    assert message(fn -> HRW.build(["a"], cluster_size: 2 ** 1_000_000) end) =~ "cluster_size"
+    assert message(fn -> HRW.build(["a"], fanout: 2 ** 1_000_000) end) =~ "fanout"
+
+    assert message(fn ->
+             HRW.owner("k", [{"a", -(2 ** 2_000_000)}],
+               scorer: %HRW.Weighted{hash_fn: &:erlang.phash2/1}
+             )
+           end) =~ "weight"
+  end
+end
