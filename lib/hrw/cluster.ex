@@ -832,6 +832,28 @@ defmodule HRW.Cluster do
     :ok
   end
 
+  # Crash reports and :sys.get_status/1 show a summary, not every member.
+  @impl GenServer
+  def format_status(_reason, [_pdict, state]) do
+    [
+      data: [
+        {~c"State",
+         %{
+           name: state.name,
+           generation: state.generation,
+           depth: state.depth,
+           members: length(members_of(state.spec)),
+           evaluating: state.eval != nil,
+           failures: state.failures,
+           subscribers: map_size(state.subscribers)
+         }}
+      ]
+    ]
+  end
+
+  defp members_of({_structure, _opts, entries}), do: entries
+  defp members_of(nil), do: []
+
   defp key(state), do: {__MODULE__, state.name}
 
   # The first event of a burst starts the timer; the rest ride on it (or on a
