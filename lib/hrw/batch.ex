@@ -13,45 +13,59 @@ defmodule HRW.Batch do
   @dirty_keys 8192
 
   require HRW.Scheduling
-  alias HRW.{Native, Scheduling}
+  alias HRW.{Native, Overrides, Scheduling}
 
   @spec owners([term()], HRW.target(), keyword()) :: [term()]
   def owners(keys, target, opts) do
-    native(keys, [target], opts, &Enum.map(keys, fn key -> HRW.owner(key, &1, opts) end), fn
-      [t], threads ->
-        dispatch(
-          keys,
-          fn -> Native.batch_owners(keys, t, threads) end,
-          fn -> Native.batch_owners_dirty(keys, t, threads) end
-        )
-    end)
+    caller = "HRW.owner_batch/3"
+
+    if elixir_scored?(target, opts, caller) do
+      elixir_owners(keys, target, opts)
+    else
+      native_owners(keys, target, opts, caller)
+    end
   end
 
   @spec groups([term()], HRW.target(), keyword()) :: %{term() => [term()]}
   def groups(keys, target, opts) do
-    fallback = fn t -> keys |> Enum.group_by(&HRW.owner(&1, t, opts)) end
+    caller = "HRW.group_by_owner/3"
 
-    native(keys, [target], opts, fallback, fn [t], threads ->
-      dispatch(
-        keys,
-        fn -> Native.batch_groups(keys, t, threads) end,
-        fn -> Native.batch_groups_dirty(keys, t, threads) end
-      )
-    end)
+    cond do
+      elixir_scored?(target, opts, caller) ->
+        keys |> checked_proper_keys!() |> Enum.group_by(&HRW.owner(&1, checked!(target), opts))
+
+      overridden?(keys, target) ->
+        # Computed natively, then the overridden keys patched, then grouped here.
+        Overrides.group(keys, native_owners(keys, target, opts, caller))
+
+      true ->
+        run_native(keys, [target], opts, caller, fn [t], threads ->
+          dispatch(
+            keys,
+            fn -> Native.batch_groups(keys, t, threads) end,
+            fn -> Native.batch_groups_dirty(keys, t, threads) end
+          )
+        end)
+    end
   end
 
-  @spec moves([term()], HRW.target(), HRW.target()) :: [{term(), term(), term()}]
-  def moves(keys, before, later) do
-    elixir? = elixir_scored?(before, []) or elixir_scored?(later, [])
+  @spec moves([term()], HRW.target(), HRW.target(), keyword()) :: [{term(), term(), term()}]
+  def moves(keys, before, later, opts) do
+    caller = "HRW.moves/4"
+    # Both evaluated, so both targets' options are checked.
+    elixir? = Enum.map([before, later], &elixir_scored?(&1, opts, caller))
 
-    if elixir? do
-      for key <- checked_keys(keys),
-          from = HRW.owner(key, before),
-          to = HRW.owner(key, later),
-          from != to,
-          do: {key, from, to}
+    if Enum.any?(elixir?) or overridden?(keys, before) or overridden?(keys, later) do
+      # Each side's owners (natively where it can), compared exactly here.
+      [from, to] =
+        Enum.zip_with([before, later], elixir?, fn
+          target, true -> elixir_owners(keys, target, opts)
+          target, false -> native_owners(keys, target, opts, caller)
+        end)
+
+      Overrides.moves(keys, from, to)
     else
-      run_native(keys, [before, later], [], fn [a, b], threads ->
+      run_native(keys, [before, later], opts, caller, fn [a, b], threads ->
         dispatch(
           keys,
           fn -> Native.batch_moves(keys, a, b, threads) end,
@@ -61,24 +75,48 @@ defmodule HRW.Batch do
     end
   end
 
-  defp native(keys, [target], opts, fallback, call) do
-    if elixir_scored?(target, opts) do
-      checked_keys(keys)
-      fallback.(target)
-    else
-      run_native(keys, [target], opts, call)
+  # Scorers that run in Elixir have no native batch: one lookup per key.
+  defp elixir_owners(keys, target, opts) do
+    target = checked!(target)
+    keys |> checked_proper_keys!() |> Enum.map(&HRW.owner(&1, target, opts))
+  end
+
+  defp native_owners(keys, target, opts, caller) do
+    owners =
+      run_native(keys, [target], opts, caller, fn [t], threads ->
+        dispatch(
+          keys,
+          fn -> Native.batch_owners(keys, t, threads) end,
+          fn -> Native.batch_owners_dirty(keys, t, threads) end
+        )
+      end)
+
+    case overrides(target) do
+      nil -> owners
+      overrides -> Overrides.patch(keys, owners, overrides)
     end
   end
 
-  defp run_native(keys, targets, opts, call) do
+  defp overrides(%HRW.Ring{overrides: overrides}), do: overrides
+  defp overrides(%HRW.Skeleton{overrides: overrides}), do: overrides
+  defp overrides(_target), do: nil
+
+  defp overridden?(keys, target) do
+    case overrides(target) do
+      nil -> false
+      overrides -> Overrides.any_key?(keys, overrides)
+    end
+  end
+
+  defp run_native(keys, targets, opts, caller, call) do
     checked_keys(keys)
     threads = threads()
 
     try do
-      call.(Enum.map(targets, &native_target(&1, opts)), threads)
+      call.(Enum.map(targets, &native_target(&1, opts, caller)), threads)
     catch
       :error, :hrw_stale_resource ->
-        call.(Enum.map(targets, &native_target(rebuilt(&1), opts)), threads)
+        call.(Enum.map(targets, &native_target(rebuilt(&1), opts, caller)), threads)
     end
   end
 
@@ -109,34 +147,58 @@ defmodule HRW.Batch do
   defp longer_than?([_ | _], 0), do: true
   defp longer_than?(_, _), do: false
 
-  defp native_target(%HRW.Ring{resource: r, nodes: nodes}, _opts), do: {:ring, r, nodes}
-  defp native_target(%HRW.Skeleton{resource: r, nodes: nodes}, _opts), do: {:skeleton, r, nodes}
+  defp native_target(%HRW.Ring{resource: r, nodes: nodes}, _opts, _caller),
+    do: {:ring, r, nodes}
 
-  defp native_target(nodes, opts) when is_list(nodes) do
-    {:list, HRW.checked_nodes!(nodes), HRW.scorer(opts, "HRW batch") == :weighted}
+  defp native_target(%HRW.Skeleton{resource: r, nodes: nodes}, _opts, _caller),
+    do: {:skeleton, r, nodes}
+
+  defp native_target(nodes, opts, caller) when is_list(nodes) do
+    {:list, HRW.checked_nodes!(nodes), HRW.scorer(opts, caller) == :weighted}
   end
 
-  defp native_target(other, _opts) do
-    raise ArgumentError,
-          "expected nodes to be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
-            HRW.brief(other)
+  defp native_target(other, _opts, _caller), do: raise(ArgumentError, not_target(other))
+
+  defp not_target(other) do
+    "expected nodes to be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
+      HRW.brief(other)
   end
+
+  # A target for the Elixir-scorer paths, checked as the native path checks it.
+  defp checked!(nodes) when is_list(nodes), do: HRW.checked_nodes!(nodes)
+  defp checked!(%HRW.Skeleton{} = skeleton), do: skeleton
+  defp checked!(other), do: raise(ArgumentError, not_target(other))
 
   defp rebuilt(%HRW.Ring{} = ring), do: HRW.Ring.rebuilt(ring)
   defp rebuilt(%HRW.Skeleton{} = skeleton), do: HRW.Skeleton.rebuilt(skeleton)
   defp rebuilt(other), do: other
 
-  # Scorers that run in Elixir have no native batch: they fall back to one lookup per key.
-  defp elixir_scored?(%HRW.Skeleton{resource: nil}, _opts), do: true
+  # Whether `target` is scored in Elixir (no native batch). Checks the options, for
+  # every kind of target.
+  defp elixir_scored?(target, opts, caller) do
+    scorer = HRW.scorer(opts, caller)
 
-  defp elixir_scored?(nodes, opts) when is_list(nodes),
-    do: is_struct(HRW.scorer(opts, "HRW batch"))
-
-  defp elixir_scored?(_prepared, _opts), do: false
+    case target do
+      %HRW.Skeleton{resource: nil} -> true
+      nodes when is_list(nodes) -> is_struct(scorer)
+      _prepared -> false
+    end
+  end
 
   defp checked_keys(keys) when is_list(keys), do: keys
 
   defp checked_keys(keys) do
     raise ArgumentError, "keys must be a list, got: #{HRW.brief(keys)}"
   end
+
+  # The native path finds an improper tail as it walks; the Elixir paths check first.
+  defp checked_proper_keys!(keys) do
+    if proper?(checked_keys(keys)),
+      do: keys,
+      else: raise(ArgumentError, "keys must be a proper list")
+  end
+
+  defp proper?([_ | tail]), do: proper?(tail)
+  defp proper?([]), do: true
+  defp proper?(_), do: false
 end

@@ -24,10 +24,10 @@ defmodule HRW.Skeleton do
   """
 
   require HRW.Scheduling
-  alias HRW.{Native, Prepared, Scheduling}
+  alias HRW.{Native, Overrides, Prepared, Scheduling}
 
   @enforce_keys [:nodes, :weights, :resource, :fingerprint, :cluster_size, :fanout, :scorer]
-  defstruct @enforce_keys
+  defstruct @enforce_keys ++ [overrides: nil]
 
   @type t :: %__MODULE__{
           nodes: tuple(),
@@ -36,7 +36,8 @@ defmodule HRW.Skeleton do
           fingerprint: non_neg_integer() | nil,
           cluster_size: pos_integer(),
           fanout: pos_integer(),
-          scorer: struct()
+          scorer: struct(),
+          overrides: %{optional(term()) => [term(), ...]} | nil
         }
 
   @default_cluster_size 16
@@ -47,10 +48,11 @@ defmodule HRW.Skeleton do
   @doc false
   @spec build([term(), ...], keyword()) :: t()
   def build(nodes, opts) do
-    scorer = HRW.scorer(opts, "HRW.build/2", [:scorer, :fanout, :cluster_size])
+    scorer = HRW.scorer(opts, "HRW.build/2", [:scorer, :fanout, :cluster_size, :overrides])
     HRW.checked_nodes!(nodes)
     cluster_size = option(opts, :cluster_size, @default_cluster_size, 1)
     fanout = option(opts, :fanout, @default_fanout, 2)
+    overrides = Overrides.new!(Keyword.get(opts, :overrides), "HRW.build/2")
 
     case scorer do
       elixir_scorer when is_struct(elixir_scorer) ->
@@ -61,7 +63,8 @@ defmodule HRW.Skeleton do
           fingerprint: nil,
           cluster_size: cluster_size,
           fanout: fanout,
-          scorer: elixir_scorer
+          scorer: elixir_scorer,
+          overrides: overrides
         }
 
       native ->
@@ -75,7 +78,8 @@ defmodule HRW.Skeleton do
           fingerprint: fingerprint,
           cluster_size: cluster_size,
           fanout: fanout,
-          scorer: if(weighted?, do: %HRW.Weighted{}, else: %HRW{})
+          scorer: if(weighted?, do: %HRW.Weighted{}, else: %HRW{}),
+          overrides: overrides
         }
     end
   end
@@ -92,6 +96,21 @@ defmodule HRW.Skeleton do
   def nodes(%__MODULE__{nodes: nodes, weights: weights}), do: Prepared.entries(nodes, weights)
 
   @doc """
+  The skeleton's overrides (the `:overrides` option of `HRW.build/2`),
+  `%{key => [node, ...]}` (each list distinct, in the given order); `%{}` when it has
+  none.
+
+  ## Examples
+
+      iex> HRW.Skeleton.overrides(HRW.build(["a", "b"], overrides: %{"k" => "z"}))
+      %{"k" => ["z"]}
+      iex> HRW.Skeleton.overrides(HRW.build(["a", "b"]))
+      %{}
+  """
+  @spec overrides(t()) :: %{optional(term()) => [term(), ...]}
+  def overrides(%__MODULE__{overrides: overrides}), do: Overrides.to_map(overrides)
+
+  @doc """
   The number of distinct nodes.
 
   ## Examples
@@ -103,8 +122,9 @@ defmodule HRW.Skeleton do
   def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
 
   @doc false
+  # The no-override clauses come first and only match: the hot path.
   @spec owner(t(), term()) :: term()
-  def owner(%__MODULE__{nodes: nodes, resource: resource} = skeleton, key)
+  def owner(%__MODULE__{nodes: nodes, resource: resource, overrides: nil} = skeleton, key)
       when is_reference(resource) do
     elem(nodes, Native.skeleton_owner(resource, key))
   catch
@@ -115,20 +135,36 @@ defmodule HRW.Skeleton do
       owner(rebuilt(skeleton), key)
   end
 
-  def owner(%__MODULE__{resource: nil, scorer: scorer} = skeleton, key) do
+  def owner(%__MODULE__{resource: nil, scorer: scorer, overrides: nil} = skeleton, key) do
     HRW.Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
   end
 
-  # Anything else in the resource field cannot be used here: rebuild, as for a stale one.
-  def owner(%__MODULE__{} = skeleton, key), do: owner(rebuilt(skeleton), key)
+  def owner(%__MODULE__{overrides: nil} = skeleton, key) do
+    # Anything else in the resource field cannot be used here: rebuild, as for a stale one.
+    owner(rebuilt(skeleton), key)
+  end
+
+  def owner(%__MODULE__{overrides: overrides} = skeleton, key) do
+    case Overrides.owner(overrides, key) do
+      {:ok, node} -> node
+      :error -> owner(%{skeleton | overrides: nil}, key)
+    end
+  end
 
   @doc false
   @spec owners(t(), term(), non_neg_integer()) :: [term()]
-  def owners(%__MODULE__{resource: nil, scorer: scorer} = skeleton, key, count) do
+  def owners(%__MODULE__{overrides: nil} = skeleton, key, count),
+    do: own_owners(skeleton, key, count)
+
+  def owners(%__MODULE__{overrides: overrides} = skeleton, key, count) do
+    Overrides.owners(overrides, key, count, &own_owners(skeleton, key, &1))
+  end
+
+  defp own_owners(%__MODULE__{resource: nil, scorer: scorer} = skeleton, key, count) do
     HRW.Compat.owners(key, Tuple.to_list(skeleton.nodes), count, scorer)
   end
 
-  def owners(%__MODULE__{nodes: nodes, resource: resource} = skeleton, key, count) do
+  defp own_owners(%__MODULE__{nodes: nodes, resource: resource} = skeleton, key, count) do
     indices =
       Scheduling.dirty_fallback(
         Native.skeleton_owners(resource, key, count),
@@ -137,7 +173,7 @@ defmodule HRW.Skeleton do
 
     Enum.map(indices, &elem(nodes, &1))
   catch
-    :error, :hrw_stale_resource -> owners(rebuilt(skeleton), key, count)
+    :error, :hrw_stale_resource -> own_owners(rebuilt(skeleton), key, count)
   end
 
   defp build_native(nodes, weighted?, cluster_size) do
@@ -174,6 +210,7 @@ defmodule HRW.Skeleton do
         "cluster_size: #{skeleton.cluster_size}",
         "fanout: #{skeleton.fanout}",
         "scorer: #{Kernel.inspect(skeleton.scorer)}"
+        | HRW.Overrides.label(skeleton.overrides)
       ])
     end
   end
