@@ -92,6 +92,21 @@ defmodule HRW.Cluster do
       most `d × count` owners and begins with `owners(name, key, count)`: read
       from all of them while data migrates.
 
+  ## Overrides
+
+  `overrides: %{key => node | [node, ...]}` pins keys to chosen nodes in every
+  structure the server builds (it is the `:overrides` option of `HRW.Ring.new/2` and
+  `HRW.build/2`): an overridden key's owner is its first pinned node, and `owners/4`
+  lists the pinned nodes first (distinct, in the given order), then the structure's
+  own owners without them. A pinned node need not be a member, and `members/2` does
+  not list it. `put_overrides/2` replaces the overrides at run time and publishes a
+  new generation. Each generation keeps the overrides it was built with, so `back:`
+  and `stable_owners/3` answer with the overrides in force then (and every kept
+  generation holds a copy of its overrides). While the cluster has no member every
+  owner is `nil`, overridden keys included. A server that takes an entry over (see
+  "Failures") keeps the overrides put into it, unless its own `:overrides` option
+  differs from that of the server that published the entry: then its option applies.
+
   ## Failures
 
   The functions given as options (`:allow`, `:deny`, `:weight_fn`) and the build
@@ -112,8 +127,8 @@ defmodule HRW.Cluster do
   entry stays readable: lookups keep answering with the last members, even if the
   supervisor gives up. A server started later under the same name takes the entry
   over: it continues its generation count and history (resized to its own depth)
-  and publishes a new generation only if its members, weights or options give a
-  different structure. Subscriptions belong to the server and end with it; a
+  and publishes a new generation only if its members, weights, overrides or options
+  give a different structure. Subscriptions belong to the server and end with it; a
   restarted server has none. When the server stops with reason `:normal`
   (`GenServer.stop/1`), it erases the entry, and lookups raise `ArgumentError`
   until a server with that name runs again.
@@ -141,6 +156,7 @@ defmodule HRW.Cluster do
       monitoring, or to 1000 ms polling where `:pg.monitor/2` does not exist.
     * `:callback_timeout` - the most milliseconds one evaluation (the callbacks and
       the build together) may take, an integer in 1..4294967295 (default 5000).
+    * `:overrides` - `%{key => node | [node, ...]}`, see "Overrides" (default none).
 
   Options are validated when the server starts (and by `child_spec/1`); a bad
   option raises `ArgumentError` with a bounded message.
@@ -161,9 +177,11 @@ defmodule HRW.Cluster do
   @prefix "HRW.Cluster:"
   @max_name 255 - byte_size(@prefix)
 
-  # The published entry: {@tag, generation, history, spec}. `history` is a tuple of
-  # `depth` structures, newest first (nil for an empty generation); `spec` is what the
-  # current structure was built from, so a new server can tell whether it differs.
+  # The published entry: {@tag, generation, history, {spec, overrides_option}}.
+  # `history` is a tuple of `depth` structures, newest first (nil for an empty
+  # generation); `spec` = {structure, build_opts, overrides, entries} is what the
+  # current structure was built from, so a new server can tell whether it differs;
+  # `overrides_option` is the :overrides option of the server that published it.
   @tag :"$hrw_cluster"
   @missing :"$hrw_cluster_missing"
   @result :"$hrw_cluster_result"
@@ -191,6 +209,7 @@ defmodule HRW.Cluster do
           | {:cluster_size, pos_integer()}
           | {:poll_interval, pos_integer()}
           | {:callback_timeout, pos_integer()}
+          | {:overrides, %{optional(term()) => node() | [node()]}}
 
   @typedoc "Options of the lookups: which generation to answer for (default `back: 0`)."
   @type lookup_option :: {:back, non_neg_integer()}
@@ -333,7 +352,7 @@ defmodule HRW.Cluster do
   """
   @spec stable_owners(name(), term(), non_neg_integer()) :: [node()]
   def stable_owners(name, key, count) do
-    {@tag, _generation, history, _spec} = entry!(name)
+    {@tag, _generation, history, _meta} = entry!(name)
     count = count!(count)
 
     history
@@ -361,7 +380,7 @@ defmodule HRW.Cluster do
   """
   @spec generation(name()) :: pos_integer()
   def generation(name) do
-    {@tag, generation, _history, _spec} = entry!(name)
+    {@tag, generation, _history, _meta} = entry!(name)
     generation
   end
 
@@ -409,12 +428,12 @@ defmodule HRW.Cluster do
   def structure(name, opts \\ [])
 
   def structure(name, []) do
-    {@tag, _generation, history, _spec} = entry!(name)
+    {@tag, _generation, history, _meta} = entry!(name)
     elem(history, 0)
   end
 
   def structure(name, opts) do
-    {@tag, _generation, history, _spec} = entry!(name)
+    {@tag, _generation, history, _meta} = entry!(name)
     elem(history, back!(opts, tuple_size(history), name))
   end
 
@@ -441,6 +460,43 @@ defmodule HRW.Cluster do
 
   defp count!(count) do
     raise ArgumentError, "count must be a non-negative integer, got: #{HRW.brief(count)}"
+  end
+
+  # -- overrides -------------------------------------------------------------------
+
+  @doc """
+  Replaces the cluster's overrides (see "Overrides" in the module doc) with
+  `overrides`, `%{key => node | [node, ...]}` (`%{}` removes them all), and
+  publishes a new generation built from the current members with them before it
+  returns, so a lookup made after it answers with them. Nothing is published when
+  the overrides are the same, or while the cluster has no member (they apply from
+  its next structure). Raises `ArgumentError` for a bad map, or when no server
+  called `name` is running.
+
+  ## Examples
+
+      iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_put_overrides, depth: 2)
+      iex> HRW.Cluster.put_overrides(:doc_put_overrides, %{"hot" => [:"pinned@host", node()]})
+      :ok
+      iex> HRW.Cluster.owner(:doc_put_overrides, "hot")
+      :"pinned@host"
+      iex> HRW.Cluster.owners(:doc_put_overrides, "hot", 3) == [:"pinned@host", node()]
+      true
+      iex> HRW.Cluster.owner(:doc_put_overrides, "hot", back: 1) == node()
+      true
+      iex> HRW.Cluster.generation(:doc_put_overrides)
+      2
+      iex> GenServer.stop(pid)
+      :ok
+  """
+  @spec put_overrides(name(), %{optional(term()) => node() | [node()]}) :: :ok
+  def put_overrides(name, overrides) do
+    overrides = HRW.Overrides.new!(overrides, "HRW.Cluster.put_overrides/2")
+
+    case GenServer.call(server!(name), {:put_overrides, overrides}, 60_000) do
+      :ok -> :ok
+      {:error, message} -> raise ArgumentError, message
+    end
   end
 
   # -- subscriptions ---------------------------------------------------------------
@@ -482,7 +538,7 @@ defmodule HRW.Cluster do
 
   defp entry!(name) do
     case :persistent_term.get({__MODULE__, name}, @missing) do
-      {@tag, _generation, _history, _spec} = entry -> entry
+      {@tag, _generation, _history, {_spec, _option}} = entry -> entry
       _ -> raise ArgumentError, not_running(name)
     end
   end
@@ -521,7 +577,8 @@ defmodule HRW.Cluster do
     :weight_fn,
     :cluster_size,
     :poll_interval,
-    :callback_timeout
+    :callback_timeout,
+    :overrides
   ]
 
   defp config!(opts) do
@@ -561,7 +618,8 @@ defmodule HRW.Cluster do
       callback_timeout: integer!(opts, :callback_timeout, @default_callback_timeout, 1, @max_ms),
       allow: filter!(opts, :allow),
       deny: filter!(opts, :deny),
-      weight_fn: weight_fn!(Keyword.get(opts, :weight_fn))
+      weight_fn: weight_fn!(Keyword.get(opts, :weight_fn)),
+      overrides_option: HRW.Overrides.new!(Keyword.get(opts, :overrides), "HRW.Cluster")
     }
   end
 
@@ -673,6 +731,7 @@ defmodule HRW.Cluster do
         generation: 0,
         history: Tuple.duplicate(nil, config.depth),
         spec: nil,
+        overrides: config.overrides_option,
         timer: nil,
         eval: nil,
         dirty: false,
@@ -703,13 +762,18 @@ defmodule HRW.Cluster do
   # generations, resized to this server's depth.
   defp take_over(state) do
     case :persistent_term.get(key(state), @missing) do
-      {@tag, generation, history, spec} ->
+      {@tag, generation, history, {spec, option} = meta} ->
         resized = resize(history, state.depth)
 
         if resized != history,
-          do: :persistent_term.put(key(state), {@tag, generation, resized, spec})
+          do: :persistent_term.put(key(state), {@tag, generation, resized, meta})
 
-        {%{state | generation: generation, history: resized, spec: spec}, true}
+        # Overrides put since the previous server started stay, unless this server
+        # was started with another :overrides option.
+        {_structure, _build_opts, overrides, _entries} = spec
+        overrides = if option == state.overrides_option, do: overrides, else: state.overrides
+        state = %{state | generation: generation, history: resized, spec: spec}
+        {%{state | overrides: overrides}, true}
 
       _ ->
         {state, false}
@@ -760,6 +824,33 @@ defmodule HRW.Cluster do
     {gone, kept} = Enum.split_with(state.subscribers, fn {_ref, p} -> p == pid end)
     Enum.each(gone, fn {ref, _} -> Process.demonitor(ref, [:flush]) end)
     {:reply, :ok, %{state | subscribers: Map.new(kept)}}
+  end
+
+  def handle_call({:put_overrides, overrides}, _from, state) do
+    # A running evaluation was given the old overrides: its result will be dropped
+    # (see evaluated/2) and the members evaluated again.
+    state = %{state | overrides: overrides}
+
+    case state.spec do
+      {structure, build_opts, old, entries} when old != overrides ->
+        spec = {structure, build_opts, overrides, entries}
+
+        try do
+          build(spec)
+        rescue
+          error ->
+            message =
+              "HRW.Cluster #{HRW.brief(state.name)}: building with the overrides " <>
+                describe(:error, error)
+
+            {:reply, {:error, message}, state}
+        else
+          new -> {:reply, :ok, publish(state, spec, new)}
+        end
+
+      _same_or_none ->
+        {:reply, :ok, state}
+    end
   end
 
   def handle_call(request, _from, state) do
@@ -851,7 +942,7 @@ defmodule HRW.Cluster do
     ]
   end
 
-  defp members_of({_structure, _opts, entries}), do: entries
+  defp members_of({_structure, _opts, _overrides, entries}), do: entries
   defp members_of(nil), do: []
 
   defp key(state), do: {__MODULE__, state.name}
@@ -867,6 +958,12 @@ defmodule HRW.Cluster do
   defp schedule(state), do: state
 
   defp evaluated(state, {:error, message}), do: failed(state, message)
+
+  # Built with overrides that have been replaced since (put_overrides/2 during the
+  # evaluation): not published, evaluated again.
+  defp evaluated(state, {:changed, {_, _, overrides, _}, _structure})
+       when overrides != state.overrides,
+       do: schedule(%{state | failures: 0, dirty: false})
 
   defp evaluated(state, result) do
     state =
@@ -892,12 +989,21 @@ defmodule HRW.Cluster do
     %{state | failures: failures, timer: timer, dirty: false}
   end
 
+  # Still no member (only the overrides or options changed): the new spec is kept,
+  # with no new generation and no message.
+  defp publish(%{generation: generation} = state, spec, nil)
+       when generation > 0 and elem(state.history, 0) == nil do
+    meta = {spec, state.overrides_option}
+    :persistent_term.put(key(state), {@tag, generation, state.history, meta})
+    %{state | spec: spec}
+  end
+
   defp publish(state, spec, structure) do
     old = elem(state.history, 0)
     depth = tuple_size(state.history)
     history = state.history |> Tuple.insert_at(0, structure) |> Tuple.delete_at(depth)
     generation = state.generation + 1
-    :persistent_term.put(key(state), {@tag, generation, history, spec})
+    :persistent_term.put(key(state), {@tag, generation, history, {spec, state.overrides_option}})
     message = {:hrw_cluster_changed, state.name, old, structure}
     Enum.each(state.subscribers, fn {_ref, pid} -> send(pid, message) end)
     %{state | generation: generation, history: history, spec: spec}
@@ -917,7 +1023,10 @@ defmodule HRW.Cluster do
   defp spawn_evaluation(state) do
     server = self()
     tag = make_ref()
-    job = Map.take(state, [:source, :allow, :deny, :weight_fn, :structure, :build_opts, :spec])
+
+    job =
+      Map.take(state, [:source, :allow, :deny, :weight_fn, :structure, :build_opts, :overrides])
+      |> Map.put(:spec, state.spec)
 
     {pid, mref} =
       Process.spawn(fn -> send(server, {@result, tag, evaluate(job)}) end, [:link, :monitor])
@@ -980,12 +1089,12 @@ defmodule HRW.Cluster do
         weight_fn -> Enum.map(members, &{&1, weight!(weight_fn, &1)})
       end
 
-    spec = {job.structure, job.build_opts, entries}
+    spec = {job.structure, job.build_opts, job.overrides, entries}
 
     if spec == job.spec do
       :unchanged
     else
-      {:changed, spec, phase("building the structure", fn -> build(job, entries) end)}
+      {:changed, spec, phase("building the structure", fn -> build(spec) end)}
     end
   catch
     {@failed, message} -> {:error, message}
@@ -1043,12 +1152,16 @@ defmodule HRW.Cluster do
   defp describe(:throw, value), do: "threw #{HRW.brief(value)}"
   defp describe(:exit, reason), do: "exited with #{HRW.brief(reason)}"
 
-  defp build(_job, []), do: nil
-  defp build(%{weight_fn: nil} = job, entries), do: build(job, entries, [])
-  defp build(job, entries), do: build(job, entries, scorer: %HRW.Weighted{})
+  defp build({_structure, _build_opts, _overrides, []}), do: nil
 
-  defp build(%{structure: :skeleton, build_opts: opts}, entries, scorer),
-    do: HRW.build(entries, opts ++ scorer)
+  defp build({structure, build_opts, overrides, entries}) do
+    # Entries are all bare nodes, or all {node, weight} (with :weight_fn).
+    scorer = if match?([{_, _} | _], entries), do: [scorer: %HRW.Weighted{}], else: []
+    overrides = if overrides, do: [overrides: overrides], else: []
 
-  defp build(%{structure: :ring}, entries, scorer), do: HRW.Ring.new(entries, scorer)
+    case structure do
+      :skeleton -> HRW.build(entries, build_opts ++ scorer ++ overrides)
+      :ring -> HRW.Ring.new(entries, scorer ++ overrides)
+    end
+  end
 end
