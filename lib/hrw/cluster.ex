@@ -111,15 +111,17 @@ defmodule HRW.Cluster do
 
   The functions given as options (`:allow`, `:deny`, `:weight_fn`) and the build
   run in a short-lived process that the server spawns for each evaluation, never in
-  the server itself. When one raises, throws, exits, returns a weight that is not a
-  positive number at most 2^53, or does not finish within `:callback_timeout` ms
-  (default 5000, after which the process is killed), the evaluation fails: the server
-  logs a warning with a bounded message (callback, node and a shortened rendering of
-  the error), publishes nothing (lookups keep the previous members), keeps running
-  and tries again 1 s later, then 2, 4, … up to 30 s between attempts, until an
-  attempt succeeds. Membership events in the meantime wait for the next attempt.
-  Only the first evaluation of a server started without an entry in place can fail
-  its start: it returns `{:error, {:evaluation_failed, message}}`.
+  the server itself. The evaluation fails when a callback raises, throws, exits,
+  returns a weight that is not a positive number at most 2^53 or kills the process,
+  when the build raises, or when it does not finish within `:callback_timeout` ms
+  (default 5000; the process is then killed). The server then logs a warning with a
+  bounded message (callback, node and a shortened rendering of the error),
+  publishes nothing (lookups keep the previous members), keeps running, and tries
+  again 1 s later, then 2, 4, … up to 30 s between attempts, until an attempt
+  succeeds. Membership events in the meantime wait for the next attempt. A failed
+  evaluation fails a start only when it is the first one of a server started
+  without an entry in place: the start returns `{:error, {:evaluation_failed,
+  message}}`.
 
   The entry outlives its server. When the server crashes, is killed, or is stopped
   with any reason other than `:normal` (including the `:shutdown` of its supervisor,
@@ -131,7 +133,8 @@ defmodule HRW.Cluster do
   give a different structure. Subscriptions belong to the server and end with it; a
   restarted server has none. When the server stops with reason `:normal`
   (`GenServer.stop/1`), it erases the entry, and lookups raise `ArgumentError`
-  until a server with that name runs again.
+  until a server with that name publishes again (a `:permanent` child of a
+  supervisor is restarted even after a `:normal` stop, and publishes at once).
 
   ## Options
 

