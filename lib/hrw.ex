@@ -105,10 +105,11 @@ defmodule HRW do
   # The common calls, with no options, skip option parsing.
   def owner(key, nodes, []) when is_list(nodes), do: list_owner(key, nodes, false)
 
-  def owner(key, %HRW.Skeleton{resource: r} = skeleton, []) when is_reference(r),
+  def owner(key, %HRW.Skeleton{resource: r, overrides: nil} = skeleton, []) when is_reference(r),
     do: Native.skeleton_owner(skeleton, key)
 
-  def owner(key, %HRW.Ring{} = ring, []), do: Native.ring_owner(ring, key)
+  def owner(key, %HRW.Ring{overrides: nil} = ring, []), do: Native.ring_owner(ring, key)
+  def owner(key, %HRW.Ring{} = ring, []), do: HRW.Ring.owner(ring, key)
   def owner(key, %HRW.Skeleton{} = skeleton, []), do: HRW.Skeleton.owner(skeleton, key)
 
   def owner(key, %HRW.Skeleton{} = skeleton, opts) do
@@ -191,6 +192,14 @@ defmodule HRW do
     * `:scorer` - `%HRW{}` (default), `%HRW.Weighted{}` for `{node, weight}` nodes
       (each node's share is `w/Σw`), or an Elixir scorer (lookups then score every
       node with it, exactly but in O(n)).
+    * `:overrides` - `%{key => node | [node, ...]}`: pins keys to chosen nodes,
+      which need not be members. An overridden key's owner is its first pinned
+      node; `owners/4` lists the pinned nodes first, then the skeleton's own owners
+      without those. Batches, `group_by_owner/3` and `moves/4` follow them. Keys
+      match exactly, as map keys (`1` and `1.0` differ); a list value is always a
+      list of nodes. Read them back with `HRW.Skeleton.overrides/1`. The same
+      option exists for `HRW.Ring.new/2`, where it is described in full. A
+      skeleton without overrides pays nothing for the feature.
 
   ## Examples
 
@@ -198,6 +207,16 @@ defmodule HRW do
       #HRW.Skeleton<3 nodes, cluster_size: 16, fanout: 2, scorer: %HRW{hash_fn: nil}>
       iex> HRW.owner("192.168.0.2", skeleton) == HRW.owner("192.168.0.2", ["server1", "server2", "server3"])
       true
+
+      iex> skeleton = HRW.build(["server1", "server2", "server3"],
+      ...>   overrides: %{"hot" => "big-server", "pinned" => ["server3", "server1"]})
+      #HRW.Skeleton<3 nodes, cluster_size: 16, fanout: 2, scorer: %HRW{hash_fn: nil}, overrides: 2>
+      iex> HRW.owner("hot", skeleton)
+      "big-server"
+      iex> HRW.owners("pinned", skeleton, 3)
+      ["server3", "server1", "server2"]
+      iex> HRW.owner_batch(["hot", "pinned"], skeleton)
+      ["big-server", "server3"]
   """
   @spec build(nodes(), keyword()) :: HRW.Skeleton.t()
   def build(nodes, opts \\ []), do: HRW.Skeleton.build(nodes, opts)
@@ -249,6 +268,12 @@ defmodule HRW do
   owner differs between `before` and `after` (node lists, rings or skeletons), in key
   order. What a cache or store must copy when membership changes.
 
+  Owners are compared exactly (`1` and `1.0` are different nodes; `nil` and `false`
+  are owners like any other), and each structure's overrides count. The options
+  are those of `owner/3` and apply to list targets (as for `owner_batch/3`): pass
+  `scorer: %HRW.Weighted{}` when both lists hold `{node, weight}` entries, else each
+  tuple is taken for a plain node.
+
   ## Examples
 
       iex> before = HRW.Ring.new(["a", "b", "c"])
@@ -258,12 +283,13 @@ defmodule HRW do
       iex> Enum.all?(moves, fn {_key, _from, to} -> to == "d" end)
       true
   """
-  @spec moves([term()], target(), target()) :: [{term(), term(), term()}]
-  def moves(keys, before, later), do: HRW.Batch.moves(keys, before, later)
+  @spec moves([term()], target(), target(), keyword()) :: [{term(), term(), term()}]
+  def moves(keys, before, later, opts \\ []), do: HRW.Batch.moves(keys, before, later, opts)
 
   @doc """
   The fraction of `keys` whose owner differs between `before` and `after`: a sample
-  estimate of how much a membership change moves.
+  estimate of how much a membership change moves (`0.0` for no keys). Owners
+  compare and options work as for `moves/4`.
 
   ## Examples
 
@@ -271,12 +297,16 @@ defmodule HRW do
       iex> f = HRW.moved_fraction(keys, ["a", "b", "c"], ["a", "b"])
       iex> f > 0.28 and f < 0.39
       true
+      iex> HRW.moved_fraction(keys, [{"a", 1}, {"b", 1}], [{"a", 1}, {"b", 1.0}],
+      ...>   scorer: %HRW.Weighted{})
+      0.0
   """
-  @spec moved_fraction([term()], target(), target()) :: float()
-  def moved_fraction([], _before, _later), do: 0.0
-
-  def moved_fraction(keys, before, later) do
-    length(moves(keys, before, later)) / length(keys)
+  @spec moved_fraction([term()], target(), target(), keyword()) :: float()
+  def moved_fraction(keys, before, later, opts \\ []) do
+    case moves(keys, before, later, opts) do
+      [] -> 0.0
+      moved -> length(moved) / length(keys)
+    end
   end
 
   # -- native calls ------------------------------------------------------------
@@ -319,14 +349,7 @@ defmodule HRW do
   # `:native` (N3), `:weighted` (native weighted) or a struct scored in Elixir.
   @spec scorer(keyword(), String.t(), [atom()]) :: :native | :weighted | struct()
   def scorer(opts, caller, allowed \\ [:scorer]) do
-    unless Keyword.keyword?(opts) do
-      raise ArgumentError, "#{caller} expects a keyword list of options, got: #{brief(opts)}"
-    end
-
-    case Keyword.keys(opts) -- allowed do
-      [] -> :ok
-      unknown -> raise ArgumentError, "#{caller} got unknown options: #{brief(unknown)}"
-    end
+    options!(opts, caller, allowed)
 
     case Keyword.get(opts, :scorer) do
       nil ->
@@ -353,6 +376,33 @@ defmodule HRW do
 
       other ->
         raise ArgumentError, "scorer must be a scorer struct, got: #{brief(other)}"
+    end
+  end
+
+  @doc false
+  # Checks that `opts` is a keyword list of `allowed` keys, each given at most once.
+  @spec options!(term(), String.t(), [atom()]) :: :ok
+  def options!(opts, caller, allowed) do
+    unless Keyword.keyword?(opts) do
+      raise ArgumentError, "#{caller} expects a keyword list of options, got: #{brief(opts)}"
+    end
+
+    keys = Keyword.keys(opts)
+
+    # Not `keys -- allowed`: that removes one occurrence only, so a repeated allowed
+    # option would be reported as unknown.
+    case keys |> Enum.reject(&(&1 in allowed)) |> Enum.uniq() do
+      [] -> :ok
+      unknown -> raise ArgumentError, "#{caller} got unknown options: #{brief(unknown)}"
+    end
+
+    case Enum.uniq(keys -- Enum.uniq(keys)) do
+      [] ->
+        :ok
+
+      repeated ->
+        raise ArgumentError,
+              "#{caller} got duplicated options: #{brief(repeated)} (give each option once)"
     end
   end
 

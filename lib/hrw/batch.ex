@@ -6,42 +6,92 @@ defmodule HRW.Batch do
   # one thread fewer than there are dirty CPU schedulers online: the batch leaves a
   # core to the normal schedulers. (On a 2-core machine that means no split: with
   # both cores busy, a 1 ms timer on a normal scheduler was seen 100+ ms late.)
-  # Scheduling and the NIF's target protocol live in `HRW.Native`.
+  # Scheduling, stale structures and the NIF's target protocol live in `HRW.Native`.
 
-  alias HRW.Native
+  alias HRW.{Native, Overrides}
 
   @spec owners([term()], HRW.target(), keyword()) :: [term()]
   def owners(keys, target, opts) do
-    if elixir_scored?(target, opts) do
-      keys |> checked_keys() |> Enum.map(&HRW.owner(&1, target, opts))
+    caller = "HRW.owner_batch/3"
+
+    if elixir_scored?(target, opts, caller) do
+      elixir_owners(keys, target, opts)
     else
-      Native.batch_owners(checked_keys(keys), native_target(target, opts), threads())
+      native_owners(keys, target, opts, caller)
     end
   end
 
   @spec groups([term()], HRW.target(), keyword()) :: %{term() => [term()]}
   def groups(keys, target, opts) do
-    if elixir_scored?(target, opts) do
-      keys |> checked_keys() |> Enum.group_by(&HRW.owner(&1, target, opts))
-    else
-      Native.batch_groups(checked_keys(keys), native_target(target, opts), threads())
+    caller = "HRW.group_by_owner/3"
+
+    cond do
+      elixir_scored?(target, opts, caller) ->
+        keys |> checked_proper_keys!() |> Enum.group_by(&HRW.owner(&1, checked!(target), opts))
+
+      overridden?(keys, target) ->
+        # Computed natively, then the overridden keys patched, then grouped here.
+        Overrides.group(keys, native_owners(keys, target, opts, caller))
+
+      true ->
+        [t] = native_targets(keys, [target], opts, caller)
+        Native.batch_groups(keys, t, threads())
     end
   end
 
-  @spec moves([term()], HRW.target(), HRW.target()) :: [{term(), term(), term()}]
-  def moves(keys, before, later) do
-    elixir? = elixir_scored?(before, []) or elixir_scored?(later, [])
+  @spec moves([term()], HRW.target(), HRW.target(), keyword()) :: [{term(), term(), term()}]
+  def moves(keys, before, later, opts) do
+    caller = "HRW.moves/4"
+    # Both evaluated, so both targets' options are checked.
+    elixir? = Enum.map([before, later], &elixir_scored?(&1, opts, caller))
 
-    if elixir? do
-      for key <- checked_keys(keys),
-          from = HRW.owner(key, before),
-          to = HRW.owner(key, later),
-          from != to,
-          do: {key, from, to}
+    if Enum.any?(elixir?) or overridden?(keys, before) or overridden?(keys, later) do
+      # Each side's owners (natively where it can), compared exactly here.
+      [from, to] =
+        Enum.zip_with([before, later], elixir?, fn
+          target, true -> elixir_owners(keys, target, opts)
+          target, false -> native_owners(keys, target, opts, caller)
+        end)
+
+      Overrides.moves(keys, from, to)
     else
-      targets = [native_target(before, []), native_target(later, [])]
-      Native.batch_moves(checked_keys(keys), hd(targets), List.last(targets), threads())
+      [a, b] = native_targets(keys, [before, later], opts, caller)
+      Native.batch_moves(keys, a, b, threads())
     end
+  end
+
+  # Scorers that run in Elixir have no native batch: one lookup per key.
+  defp elixir_owners(keys, target, opts) do
+    target = checked!(target)
+    keys |> checked_proper_keys!() |> Enum.map(&HRW.owner(&1, target, opts))
+  end
+
+  defp native_owners(keys, target, opts, caller) do
+    [t] = native_targets(keys, [target], opts, caller)
+    owners = Native.batch_owners(keys, t, threads())
+
+    case overrides(target) do
+      nil -> owners
+      overrides -> Overrides.patch(keys, owners, overrides)
+    end
+  end
+
+  defp overrides(%HRW.Ring{overrides: overrides}), do: overrides
+  defp overrides(%HRW.Skeleton{overrides: overrides}), do: overrides
+  defp overrides(_target), do: nil
+
+  defp overridden?(keys, target) do
+    case overrides(target) do
+      nil -> false
+      overrides -> Overrides.any_key?(keys, overrides)
+    end
+  end
+
+  # The targets as `HRW.Native` takes them (which rebuilds stale structures), after
+  # checking the keys and every target.
+  defp native_targets(keys, targets, opts, caller) do
+    checked_keys(keys)
+    Enum.map(targets, &native_target(&1, opts, caller))
   end
 
   @doc false
@@ -55,30 +105,51 @@ defmodule HRW.Batch do
     end
   end
 
-  defp native_target(%HRW.Ring{} = ring, _opts), do: ring
-  defp native_target(%HRW.Skeleton{} = skeleton, _opts), do: skeleton
+  defp native_target(%HRW.Ring{} = ring, _opts, _caller), do: ring
+  defp native_target(%HRW.Skeleton{} = skeleton, _opts, _caller), do: skeleton
 
-  defp native_target(nodes, opts) when is_list(nodes) do
-    {:list, HRW.checked_nodes!(nodes), HRW.scorer(opts, "HRW batch") == :weighted}
+  defp native_target(nodes, opts, caller) when is_list(nodes) do
+    {:list, HRW.checked_nodes!(nodes), HRW.scorer(opts, caller) == :weighted}
   end
 
-  defp native_target(other, _opts) do
-    raise ArgumentError,
-          "expected nodes to be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
-            HRW.brief(other)
+  defp native_target(other, _opts, _caller), do: raise(ArgumentError, not_target(other))
+
+  defp not_target(other) do
+    "expected nodes to be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
+      HRW.brief(other)
   end
 
-  # Scorers that run in Elixir have no native batch: they fall back to one lookup per key.
-  defp elixir_scored?(%HRW.Skeleton{resource: nil}, _opts), do: true
+  # A target for the Elixir-scorer paths, checked as the native path checks it.
+  defp checked!(nodes) when is_list(nodes), do: HRW.checked_nodes!(nodes)
+  defp checked!(%HRW.Skeleton{} = skeleton), do: skeleton
+  defp checked!(other), do: raise(ArgumentError, not_target(other))
 
-  defp elixir_scored?(nodes, opts) when is_list(nodes),
-    do: is_struct(HRW.scorer(opts, "HRW batch"))
+  # Whether `target` is scored in Elixir (no native batch). Checks the options, for
+  # every kind of target.
+  defp elixir_scored?(target, opts, caller) do
+    scorer = HRW.scorer(opts, caller)
 
-  defp elixir_scored?(_prepared, _opts), do: false
+    case target do
+      %HRW.Skeleton{resource: nil} -> true
+      nodes when is_list(nodes) -> is_struct(scorer)
+      _prepared -> false
+    end
+  end
 
   defp checked_keys(keys) when is_list(keys), do: keys
 
   defp checked_keys(keys) do
     raise ArgumentError, "keys must be a list, got: #{HRW.brief(keys)}"
   end
+
+  # The native path finds an improper tail as it walks; the Elixir paths check first.
+  defp checked_proper_keys!(keys) do
+    if proper?(checked_keys(keys)),
+      do: keys,
+      else: raise(ArgumentError, "keys must be a proper list")
+  end
+
+  defp proper?([_ | tail]), do: proper?(tail)
+  defp proper?([]), do: true
+  defp proper?(_), do: false
 end

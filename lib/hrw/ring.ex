@@ -19,16 +19,17 @@ defmodule HRW.Ring do
   in `:persistent_term` or ETS freely.
   """
 
-  alias HRW.{Native, Prepared}
+  alias HRW.{Native, Overrides, Prepared}
 
   @enforce_keys [:nodes, :weights, :resource, :fingerprint]
-  defstruct @enforce_keys
+  defstruct @enforce_keys ++ [overrides: nil]
 
   @type t :: %__MODULE__{
           nodes: tuple(),
           weights: tuple() | nil,
           resource: reference(),
-          fingerprint: non_neg_integer()
+          fingerprint: non_neg_integer(),
+          overrides: %{optional(term()) => [term(), ...]} | nil
         }
 
   @doc """
@@ -39,6 +40,25 @@ defmodule HRW.Ring do
 
     * `:scorer` - `%HRW{}` (default) or `%HRW.Weighted{}`. Scorers that run in
       Elixir (a `hash_fn`, custom modules) have nothing to prepare: use a list.
+    * `:overrides` - `%{key => node | [node, ...]}`: pins keys to chosen nodes (a
+      hot key to a bigger machine, say). See "Overrides" below. Defaults to none.
+
+  ## Overrides
+
+  An overridden key's `HRW.owner/3` is its first pinned node; `HRW.owners/4` lists
+  its pinned nodes first (distinct, in the given order), then the ring's own owners
+  of the key without those, `count` in all (fewer when there are not enough distinct
+  nodes). `HRW.owner_batch/3`, `HRW.group_by_owner/3`, `HRW.moves/4` and
+  `HRW.moved_fraction/4` follow them too. Other keys keep their owners.
+
+    * A pinned node need not be one of the ring's nodes.
+    * Keys match as map keys do: exactly (`1` and `1.0` are different keys).
+    * A value that is not a list is one node; a list is a non-empty list of nodes
+      (to pin a node that is itself a list, wrap it: `[[:a, :b]]`).
+    * The overrides are kept in the struct, so they survive `:erlang.term_to_binary/1`
+      round trips and travel to other BEAM nodes with it.
+
+  A ring without overrides pays nothing for the feature.
 
   ## Examples
 
@@ -48,14 +68,46 @@ defmodule HRW.Ring do
       true
       iex> HRW.Ring.new([{"big", 4}, {"small", 1}], scorer: %HRW.Weighted{})
       #HRW.Ring<2 nodes, weighted>
+
+      iex> ring = HRW.Ring.new(["cache-1", "cache-2", "cache-3"],
+      ...>   overrides: %{"hot-key" => ["big-1", "cache-3"]})
+      #HRW.Ring<3 nodes, overrides: 1>
+      iex> HRW.owner("hot-key", ring)
+      "big-1"
+      iex> HRW.owners("hot-key", ring, 3)
+      ["big-1", "cache-3", "cache-1"]
+      iex> HRW.owner("user:42", ring)
+      "cache-2"
   """
   @spec new([term(), ...], keyword()) :: t()
   def new(nodes, opts \\ []) do
-    weighted? = HRW.native_scorer!(opts, "HRW.Ring.new/2", [:scorer])
+    weighted? = HRW.native_scorer!(opts, "HRW.Ring.new/2", [:scorer, :overrides])
     HRW.checked_nodes!(nodes)
+    overrides = Overrides.new!(Keyword.get(opts, :overrides), "HRW.Ring.new/2")
     {resource, nodes, weights, fingerprint} = Native.ring_new(nodes, weighted?)
-    %__MODULE__{nodes: nodes, weights: weights, resource: resource, fingerprint: fingerprint}
+
+    %__MODULE__{
+      nodes: nodes,
+      weights: weights,
+      resource: resource,
+      fingerprint: fingerprint,
+      overrides: overrides
+    }
   end
+
+  @doc """
+  The ring's overrides, `%{key => [node, ...]}` (each list distinct, in the given
+  order); `%{}` when it has none.
+
+  ## Examples
+
+      iex> HRW.Ring.overrides(HRW.Ring.new(["a", "b"], overrides: %{"k" => "z", 7 => ["b", "z", "b"]}))
+      %{7 => ["b", "z"], "k" => ["z"]}
+      iex> HRW.Ring.overrides(HRW.Ring.new(["a", "b"]))
+      %{}
+  """
+  @spec overrides(t()) :: %{optional(term()) => [term(), ...]}
+  def overrides(%__MODULE__{overrides: overrides}), do: Overrides.to_map(overrides)
 
   @doc """
   The ring's distinct nodes, in first-occurrence order (`{node, weight}` when weighted).
@@ -80,17 +132,31 @@ defmodule HRW.Ring do
   def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
 
   @doc false
+  # The no-override clause comes first and only matches: the hot path.
   @spec owner(t(), term()) :: term()
-  def owner(%__MODULE__{} = ring, key), do: Native.ring_owner(ring, key)
+  def owner(%__MODULE__{overrides: nil} = ring, key), do: Native.ring_owner(ring, key)
+
+  def owner(%__MODULE__{overrides: overrides} = ring, key) do
+    case Overrides.owner(overrides, key) do
+      {:ok, node} -> node
+      :error -> owner(%{ring | overrides: nil}, key)
+    end
+  end
 
   @doc false
   @spec owners(t(), term(), non_neg_integer()) :: [term()]
-  def owners(%__MODULE__{} = ring, key, count), do: Native.ring_owners(ring, key, count)
+  def owners(%__MODULE__{overrides: nil} = ring, key, count),
+    do: Native.ring_owners(ring, key, count)
+
+  def owners(%__MODULE__{overrides: overrides} = ring, key, count) do
+    Overrides.owners(overrides, key, count, &Native.ring_owners(ring, key, &1))
+  end
 
   defimpl Inspect do
     def inspect(ring, _opts) do
       extras = if ring.weights, do: ["weighted"], else: []
-      HRW.Prepared.label("HRW.Ring", HRW.Ring.size(ring), extras)
+      overrides = HRW.Overrides.label(ring.overrides)
+      HRW.Prepared.label("HRW.Ring", HRW.Ring.size(ring), extras ++ overrides)
     end
   end
 end

@@ -23,10 +23,10 @@ defmodule HRW.Skeleton do
   scorer, like a list, so they stay exact but O(n).
   """
 
-  alias HRW.{Native, Prepared}
+  alias HRW.{Native, Overrides, Prepared}
 
   @enforce_keys [:nodes, :weights, :resource, :fingerprint, :cluster_size, :fanout, :scorer]
-  defstruct @enforce_keys
+  defstruct @enforce_keys ++ [overrides: nil]
 
   @type t :: %__MODULE__{
           nodes: tuple(),
@@ -35,7 +35,8 @@ defmodule HRW.Skeleton do
           fingerprint: non_neg_integer() | nil,
           cluster_size: pos_integer(),
           fanout: pos_integer(),
-          scorer: struct()
+          scorer: struct(),
+          overrides: %{optional(term()) => [term(), ...]} | nil
         }
 
   @default_cluster_size 16
@@ -46,10 +47,11 @@ defmodule HRW.Skeleton do
   @doc false
   @spec build([term(), ...], keyword()) :: t()
   def build(nodes, opts) do
-    scorer = HRW.scorer(opts, "HRW.build/2", [:scorer, :fanout, :cluster_size])
+    scorer = HRW.scorer(opts, "HRW.build/2", [:scorer, :fanout, :cluster_size, :overrides])
     HRW.checked_nodes!(nodes)
     cluster_size = option(opts, :cluster_size, @default_cluster_size, 1)
     fanout = option(opts, :fanout, @default_fanout, 2)
+    overrides = Overrides.new!(Keyword.get(opts, :overrides), "HRW.build/2")
 
     case scorer do
       elixir_scorer when is_struct(elixir_scorer) ->
@@ -60,7 +62,8 @@ defmodule HRW.Skeleton do
           fingerprint: nil,
           cluster_size: cluster_size,
           fanout: fanout,
-          scorer: elixir_scorer
+          scorer: elixir_scorer,
+          overrides: overrides
         }
 
       native ->
@@ -76,7 +79,8 @@ defmodule HRW.Skeleton do
           fingerprint: fingerprint,
           cluster_size: cluster_size,
           fanout: fanout,
-          scorer: if(weighted?, do: %HRW.Weighted{}, else: %HRW{})
+          scorer: if(weighted?, do: %HRW.Weighted{}, else: %HRW{}),
+          overrides: overrides
         }
     end
   end
@@ -93,6 +97,21 @@ defmodule HRW.Skeleton do
   def nodes(%__MODULE__{nodes: nodes, weights: weights}), do: Prepared.entries(nodes, weights)
 
   @doc """
+  The skeleton's overrides (the `:overrides` option of `HRW.build/2`),
+  `%{key => [node, ...]}` (each list distinct, in the given order); `%{}` when it has
+  none.
+
+  ## Examples
+
+      iex> HRW.Skeleton.overrides(HRW.build(["a", "b"], overrides: %{"k" => "z"}))
+      %{"k" => ["z"]}
+      iex> HRW.Skeleton.overrides(HRW.build(["a", "b"]))
+      %{}
+  """
+  @spec overrides(t()) :: %{optional(term()) => [term(), ...]}
+  def overrides(%__MODULE__{overrides: overrides}), do: Overrides.to_map(overrides)
+
+  @doc """
   The number of distinct nodes.
 
   ## Examples
@@ -104,21 +123,36 @@ defmodule HRW.Skeleton do
   def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
 
   @doc false
+  # The no-override clauses come first and only match: the hot path.
   @spec owner(t(), term()) :: term()
-  def owner(%__MODULE__{resource: nil, scorer: scorer} = skeleton, key) do
+  def owner(%__MODULE__{resource: nil, scorer: scorer, overrides: nil} = skeleton, key) do
     HRW.Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
   end
 
   # Anything else in the resource field that the NIF cannot use is rebuilt there.
-  def owner(%__MODULE__{} = skeleton, key), do: Native.skeleton_owner(skeleton, key)
+  def owner(%__MODULE__{overrides: nil} = skeleton, key), do: Native.skeleton_owner(skeleton, key)
+
+  def owner(%__MODULE__{overrides: overrides} = skeleton, key) do
+    case Overrides.owner(overrides, key) do
+      {:ok, node} -> node
+      :error -> owner(%{skeleton | overrides: nil}, key)
+    end
+  end
 
   @doc false
   @spec owners(t(), term(), non_neg_integer()) :: [term()]
-  def owners(%__MODULE__{resource: nil, scorer: scorer} = skeleton, key, count) do
+  def owners(%__MODULE__{overrides: nil} = skeleton, key, count),
+    do: own_owners(skeleton, key, count)
+
+  def owners(%__MODULE__{overrides: overrides} = skeleton, key, count) do
+    Overrides.owners(overrides, key, count, &own_owners(skeleton, key, &1))
+  end
+
+  defp own_owners(%__MODULE__{resource: nil, scorer: scorer} = skeleton, key, count) do
     HRW.Compat.owners(key, Tuple.to_list(skeleton.nodes), count, scorer)
   end
 
-  def owners(%__MODULE__{} = skeleton, key, count),
+  defp own_owners(%__MODULE__{} = skeleton, key, count),
     do: Native.skeleton_owners(skeleton, key, count)
 
   defp option(opts, name, default, min) do
@@ -139,6 +173,7 @@ defmodule HRW.Skeleton do
         "cluster_size: #{skeleton.cluster_size}",
         "fanout: #{skeleton.fanout}",
         "scorer: #{Kernel.inspect(skeleton.scorer)}"
+        | HRW.Overrides.label(skeleton.overrides)
       ])
     end
   end

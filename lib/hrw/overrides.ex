@@ -1,0 +1,194 @@
+defmodule HRW.Overrides do
+  @moduledoc false
+  # Key overrides of a prepared structure (`HRW.Ring.new/2` and `HRW.build/2`, option
+  # `:overrides`): pure functions over the normalized map `%{key => [node, ...]}`
+  # (distinct nodes, in the given order). A structure without overrides stores `nil`
+  # and never calls this module on a lookup: its clauses match `overrides: nil` first.
+  #
+  # Keys match with map-key semantics (exact terms: `1` and `1.0` differ); node
+  # comparisons here are exact too, as in the native batch code.
+
+  @typedoc "Normalized overrides: every value a non-empty list of distinct nodes."
+  @type t :: %{optional(term()) => [term(), ...]}
+
+  # The NIF takes counts up to 2^32 - 1 (see `HRW.owners/4`).
+  @max_count 0xFFFF_FFFF
+
+  @doc """
+  Validates the `:overrides` option given to `caller` and normalizes it: `nil` when
+  there is nothing to override (option absent, `nil` or `%{}`), else a map whose
+  values are non-empty lists of distinct nodes. A value that is not a list is one
+  node; a list is always a list of nodes.
+  """
+  @spec new!(term(), String.t()) :: t() | nil
+  def new!(nil, _caller), do: nil
+  def new!(overrides, _caller) when overrides == %{}, do: nil
+
+  def new!(overrides, caller) when is_map(overrides) and not is_struct(overrides) do
+    Map.new(overrides, fn {key, value} -> {key, pinned!(key, value, caller)} end)
+  end
+
+  def new!(other, caller) do
+    raise ArgumentError,
+          "#{caller} option :overrides must be a map of key => node or [node, ...], " <>
+            "got: #{HRW.brief(other)}"
+  end
+
+  defp pinned!(key, [_ | _] = nodes, caller) do
+    if proper?(nodes) do
+      Enum.uniq(nodes)
+    else
+      raise ArgumentError,
+            "#{caller} option :overrides: the nodes for key #{HRW.brief(key)} " <>
+              "must be a proper list, got an improper list"
+    end
+  end
+
+  defp pinned!(key, [], caller) do
+    raise ArgumentError,
+          "#{caller} option :overrides: the node list for key #{HRW.brief(key)} is empty " <>
+            "(give at least one node, or leave the key out)"
+  end
+
+  defp pinned!(_key, node, _caller), do: [node]
+
+  defp proper?([_ | tail]), do: proper?(tail)
+  defp proper?([]), do: true
+  defp proper?(_), do: false
+
+  @doc "The overrides as a map (`%{}` when there are none)."
+  @spec to_map(t() | nil) :: t()
+  def to_map(nil), do: %{}
+  def to_map(overrides) when is_map(overrides), do: overrides
+
+  @doc "The pinned nodes of `key`, or `:error` when it is not overridden."
+  @spec fetch(t(), term()) :: {:ok, [term(), ...]} | :error
+  def fetch(overrides, key) do
+    case overrides do
+      %{^key => [_ | _] = nodes} -> {:ok, nodes}
+      %{^key => _} -> corrupt!()
+      %{} -> :error
+      _ -> corrupt!()
+    end
+  end
+
+  @doc "The first pinned node of `key`, or `:error` when it is not overridden."
+  @spec owner(t(), term()) :: {:ok, term()} | :error
+  def owner(overrides, key) do
+    case fetch(overrides, key) do
+      {:ok, [node | _]} -> {:ok, node}
+      :error -> :error
+    end
+  end
+
+  @doc """
+  `count` owners of `key`: its pinned nodes first, then the structure's own owners
+  (`own.(n)` returns its best `n`) without those, `count` in all (fewer when there
+  are not enough distinct nodes).
+  """
+  @spec owners(t(), term(), non_neg_integer(), (non_neg_integer() -> [term()])) :: [term()]
+  def owners(overrides, key, count, own) do
+    case fetch(overrides, key) do
+      :error ->
+        own.(count)
+
+      {:ok, pinned} ->
+        case take(pinned, count, []) do
+          {taken, 0} ->
+            taken
+
+          {taken, missing} ->
+            # At most length(pinned) of the structure's own owners are pinned ones.
+            rest =
+              (count + length(pinned))
+              |> min(@max_count)
+              |> own.()
+              |> Enum.reject(&:lists.member(&1, pinned))
+              |> Enum.take(missing)
+
+            taken ++ rest
+        end
+    end
+  end
+
+  # The first `count` elements, and how many were missing.
+  defp take(_list, 0, acc), do: {Enum.reverse(acc), 0}
+  defp take([], count, acc), do: {Enum.reverse(acc), count}
+  defp take([x | rest], count, acc), do: take(rest, count - 1, [x | acc])
+
+  @doc """
+  Replaces, in a batch's `owners` (one per key, in key order), the owner of every
+  overridden key by its first pinned node.
+  """
+  @spec patch([term()], [term()], t()) :: [term()]
+  def patch(keys, owners, overrides) do
+    check_map!(overrides)
+    do_patch(keys, owners, overrides)
+  end
+
+  defp do_patch([key | keys], [owner | owners], overrides) do
+    case overrides do
+      %{^key => [node | _]} -> [node | do_patch(keys, owners, overrides)]
+      %{^key => _} -> corrupt!()
+      _ -> [owner | do_patch(keys, owners, overrides)]
+    end
+  end
+
+  defp do_patch([], [], _overrides), do: []
+
+  @doc """
+  True when some element of `keys` is overridden. An improper tail is ignored (the
+  native call that follows reports it).
+  """
+  @spec any_key?(list(), t()) :: boolean()
+  def any_key?(keys, overrides) do
+    check_map!(overrides)
+    do_any_key?(keys, overrides)
+  end
+
+  defp do_any_key?([key | keys], overrides),
+    do: is_map_key(overrides, key) or do_any_key?(keys, overrides)
+
+  defp do_any_key?(_, _overrides), do: false
+
+  @doc "`%{owner => keys}` from keys and their owners, each group in key order."
+  @spec group([term()], [term()]) :: %{term() => [term()]}
+  def group(keys, owners) do
+    keys
+    |> Enum.zip(owners)
+    |> Enum.reduce(%{}, fn {key, owner}, acc ->
+      Map.update(acc, owner, [key], &[key | &1])
+    end)
+    |> Map.new(fn {owner, keys} -> {owner, Enum.reverse(keys)} end)
+  end
+
+  @doc """
+  `{key, from, to}` for every key whose owner differs (exactly: `1` and `1.0` are
+  different nodes, `nil` and `false` are owners like any other), in key order.
+  """
+  @spec moves([term()], [term()], [term()]) :: [{term(), term(), term()}]
+  def moves([key | keys], [from | froms], [to | tos]) do
+    if from === to do
+      moves(keys, froms, tos)
+    else
+      [{key, from, to} | moves(keys, froms, tos)]
+    end
+  end
+
+  def moves([], [], []), do: []
+
+  @doc "What `Inspect` adds for the overrides."
+  @spec label(t() | nil) :: [String.t()]
+  def label(nil), do: []
+  def label(overrides) when is_map(overrides), do: ["overrides: #{map_size(overrides)}"]
+  def label(_), do: ["overrides: corrupt"]
+
+  defp check_map!(overrides) when is_map(overrides), do: :ok
+  defp check_map!(_), do: corrupt!()
+
+  defp corrupt! do
+    raise ArgumentError,
+          "the struct's :overrides field was changed by hand: " <>
+            "build the structure with the :overrides option instead"
+  end
+end

@@ -1,0 +1,292 @@
+defmodule HRW.ClusterOverridesTest do
+  # Starts Erlang distribution and peer nodes on loopback: not async.
+  use ExUnit.Case, async: false
+
+  import ExUnit.CaptureLog
+
+  @debounce 30
+  @keys Enum.map(1..200, &"key-#{&1}")
+  @outsider :outsider@nowhere
+
+  setup_all do
+    unless Node.alive?() do
+      {_, 0} = System.cmd("epmd", ["-daemon"])
+      {:ok, _} = Node.start(:"hrw_test_#{System.pid()}@127.0.0.1", :longnames)
+    end
+
+    # When peers stop one after another, global may ask a stopping peer to
+    # disconnect "to prevent overlapping partitions" and say so: noise here.
+    :ok = :logger.add_primary_filter(__MODULE__, {&__MODULE__.drop_partition_warning/2, nil})
+    on_exit(fn -> :logger.remove_primary_filter(__MODULE__) end)
+    :ok
+  end
+
+  @doc false
+  def drop_partition_warning(%{msg: msg} = event, _extra) do
+    text =
+      case msg do
+        {:string, string} -> IO.chardata_to_string(string)
+        {:report, _} -> ""
+        {format, args} -> format |> :io_lib.format(args) |> IO.chardata_to_string()
+      end
+
+    if text =~ "overlapping partitions", do: :stop, else: event
+  rescue
+    _ -> event
+  end
+
+  # A peer node on 127.0.0.1 with this project's code, stopped when the test ends.
+  defp start_peer(tag) do
+    {:ok, peer, node} =
+      :peer.start(%{
+        name: :"hrw_ov_#{tag}_#{System.pid()}_#{System.unique_integer([:positive])}",
+        host: ~c"127.0.0.1",
+        longnames: true,
+        args: [
+          ~c"-kernel",
+          ~c"logger_level",
+          ~c"error" | Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
+        ]
+      })
+
+    on_exit(fn -> stop_peer(peer) end)
+    {peer, node}
+  end
+
+  defp stop_peer(peer) do
+    :peer.stop(peer)
+  catch
+    :exit, _ -> :ok
+  end
+
+  defp eventually(check, message, timeout \\ 15_000) do
+    deadline = System.monotonic_time(:millisecond) + timeout
+    poll(check, message, deadline)
+  end
+
+  defp poll(check, message, deadline) do
+    cond do
+      check.() ->
+        :ok
+
+      System.monotonic_time(:millisecond) > deadline ->
+        flunk("timed out waiting: " <> message)
+
+      true ->
+        Process.sleep(10)
+        poll(check, message, deadline)
+    end
+  end
+
+  # Looks "hot" and plain keys up in a loop; counts lookups that raise or answer nil.
+  defp start_lookups(name) do
+    parent = self()
+
+    spawn_monitor(fn ->
+      loop = fn loop, n, failures ->
+        receive do
+          :stop -> send(parent, {:lookups, n, failures})
+        after
+          0 ->
+            ok? =
+              try do
+                HRW.Cluster.owner(name, "hot") != nil and
+                  HRW.Cluster.owner(name, {:key, n}) != nil and
+                  HRW.Cluster.stable_owners(name, "hot", 1) != []
+              rescue
+                _ -> false
+              end
+
+            loop.(loop, n + 1, if(ok?, do: failures, else: failures + 1))
+        end
+      end
+
+      loop.(loop, 0, 0)
+    end)
+  end
+
+  defp stop_lookups({pid, ref}) do
+    send(pid, :stop)
+    assert_receive {:lookups, n, failures}, 10_000
+    assert_receive {:DOWN, ^ref, :process, ^pid, :normal}
+    assert failures == 0, "#{failures} of #{n} lookups failed"
+    assert n > 0
+  end
+
+  # What the module doc promises for a key pinned to `pinned`, on `structure`'s members.
+  defp expected(key, pinned, structure, count) do
+    own = HRW.owners(key, Tuple.to_list(structure.nodes), count + length(pinned))
+    Enum.take(pinned ++ Enum.reject(own, &(&1 in pinned)), count)
+  end
+
+  test "overrides: pinned owners in every generation, put_overrides republishes, " <>
+         "history answers with the overrides of its time, a takeover keeps them" do
+    {_pa, a} = start_peer(:a)
+    {pb, b} = start_peer(:b)
+    name = :hrw_overridden
+
+    opts = [
+      name: name,
+      depth: 3,
+      debounce: @debounce,
+      overrides: %{"hot" => [b, @outsider, b], {:user, 1} => a}
+    ]
+
+    start_supervised!({HRW.Cluster, opts})
+    :ok = HRW.Cluster.subscribe(name)
+    lookups = start_lookups(name)
+
+    # Generation 1: the option's overrides; the outsider is no member.
+    first = HRW.Cluster.structure(name)
+    assert HRW.Cluster.members(name) == Enum.sort([node(), a, b])
+    assert HRW.Cluster.owner(name, "hot") == b
+    assert HRW.Cluster.owners(name, "hot", 3) == expected("hot", [b, @outsider], first, 3)
+    assert HRW.Cluster.owner(name, {:user, 1}) == a
+    assert HRW.Skeleton.overrides(first) == %{"hot" => [b, @outsider], {:user, 1} => [a]}
+
+    for key <- @keys do
+      assert HRW.Cluster.owner(name, key) == HRW.owner(key, HRW.Cluster.members(name))
+    end
+
+    # put_overrides publishes before it returns.
+    assert :ok = HRW.Cluster.put_overrides(name, %{"hot" => node()})
+    assert HRW.Cluster.generation(name) == 2
+    assert_received {:hrw_cluster_changed, ^name, ^first, second}
+    assert HRW.Cluster.structure(name) == second
+    assert HRW.Skeleton.overrides(second) == %{"hot" => [node()]}
+    assert HRW.Cluster.owner(name, "hot") == node()
+
+    assert HRW.Cluster.owner(name, {:user, 1}) ==
+             HRW.owner({:user, 1}, second.nodes |> Tuple.to_list())
+
+    assert HRW.Cluster.owner(name, "hot", back: 1) == b
+
+    assert HRW.owner_batch(["hot", {:user, 1}], second) == [
+             node(),
+             HRW.Cluster.owner(name, {:user, 1})
+           ]
+
+    assert HRW.group_by_owner(["hot"], second) == %{node() => ["hot"]}
+    assert HRW.moves(["hot"], first, second) == [{"hot", b, node()}]
+
+    # The same overrides again: nothing published.
+    assert :ok = HRW.Cluster.put_overrides(name, %{"hot" => [node()]})
+    assert HRW.Cluster.generation(name) == 2
+    refute_received {:hrw_cluster_changed, _, _, _}
+
+    # A membership change keeps the current overrides.
+    stop_peer(pb)
+    assert_receive {:hrw_cluster_changed, ^name, ^second, third}, 15_000
+    assert HRW.Cluster.generation(name) == 3
+    assert HRW.Cluster.members(name) == Enum.sort([node(), a])
+    assert HRW.Cluster.owner(name, "hot") == node()
+    assert HRW.Cluster.owner(name, "hot", back: 2) == b
+    assert HRW.Cluster.stable_owners(name, "hot", 1) == [node(), b]
+
+    assert HRW.Cluster.stable_owners(name, "hot", 2) ==
+             Enum.uniq(
+               HRW.owners("hot", third, 2) ++
+                 HRW.owners("hot", second, 2) ++ HRW.owners("hot", first, 2)
+             )
+
+    # A crash and restart: the new server keeps the overrides that were put.
+    server = GenServer.whereis(:"HRW.Cluster:#{name}")
+
+    capture_log(fn ->
+      :ok = :sys.terminate(server, :crash)
+
+      eventually(
+        fn -> GenServer.whereis(:"HRW.Cluster:#{name}") not in [nil, server] end,
+        "a restarted server"
+      )
+    end)
+
+    assert HRW.Cluster.generation(name) == 3
+    assert HRW.Cluster.owner(name, "hot") == node()
+
+    # A server started with another :overrides option applies its option.
+    :ok = stop_supervised({HRW.Cluster, name})
+    start_supervised!({HRW.Cluster, Keyword.put(opts, :overrides, %{"hot" => a})})
+    assert HRW.Cluster.generation(name) == 4
+    assert HRW.Cluster.owner(name, "hot") == a
+    assert HRW.Cluster.owner(name, "hot", back: 1) == node()
+
+    # %{} removes them.
+    assert :ok = HRW.Cluster.put_overrides(name, %{})
+    assert HRW.Cluster.generation(name) == 5
+    assert HRW.Skeleton.overrides(HRW.Cluster.structure(name)) == %{}
+    assert HRW.Cluster.owner(name, "hot") == HRW.owner("hot", HRW.Cluster.members(name))
+
+    stop_lookups(lookups)
+  end
+
+  test "put_overrides during an evaluation wins over the evaluation's older overrides" do
+    {_pa, a} = start_peer(:a)
+    hold = :atomics.new(2, [])
+    local = node()
+
+    # The weight function blocks for nodes other than `local` and `a` while held.
+    weight_fn = fn node ->
+      if node not in [local, a] do
+        :atomics.add(hold, 2, 1)
+
+        wait = fn wait ->
+          if :atomics.get(hold, 1) == 1 do
+            Process.sleep(10)
+            wait.(wait)
+          end
+        end
+
+        wait.(wait)
+      end
+
+      1
+    end
+
+    name = :hrw_overrides_race
+
+    start_supervised!(
+      {HRW.Cluster,
+       name: name, structure: :ring, weight_fn: weight_fn, overrides: %{"hot" => local}}
+    )
+
+    assert HRW.Cluster.owner(name, "hot") == local
+    :atomics.put(hold, 1, 1)
+    {_pc, c} = start_peer(:c)
+    eventually(fn -> :atomics.get(hold, 2) >= 1 end, "an evaluation in progress")
+
+    # The server answers while the evaluation runs, and publishes at once.
+    assert :ok = HRW.Cluster.put_overrides(name, %{"hot" => a})
+    assert HRW.Cluster.owner(name, "hot") == a
+    assert HRW.Cluster.members(name) == Enum.sort([local, a])
+
+    :atomics.put(hold, 1, 0)
+    eventually(fn -> c in HRW.Cluster.members(name) end, "c joins")
+    assert HRW.Cluster.owner(name, "hot") == a
+    assert HRW.Ring.overrides(HRW.Cluster.structure(name)) == %{"hot" => [a]}
+  end
+
+  test "put_overrides without members, bad overrides, and no server" do
+    name = :hrw_overrides_empty
+    start_supervised!({HRW.Cluster, name: name, deny: [~r/.*/], depth: 2})
+    assert :ok = HRW.Cluster.put_overrides(name, %{"hot" => :x@y})
+    assert HRW.Cluster.generation(name) == 1
+    assert HRW.Cluster.owner(name, "hot") == nil
+
+    long = String.duplicate("x", 1_000_000)
+
+    for bad <- [:x, [1], %{"k" => []}, %{long => []}, MapSet.new([1]), long] do
+      for call <- [
+            fn -> HRW.Cluster.put_overrides(name, bad) end,
+            fn -> HRW.Cluster.start_link(name: :hrw_bad_overrides, overrides: bad) end
+          ] do
+        error = assert_raise ArgumentError, ~r/:overrides/, call
+        assert byte_size(error.message) < 300
+      end
+    end
+
+    assert_raise ArgumentError, ~r/no HRW.Cluster named :hrw_nowhere is running/, fn ->
+      HRW.Cluster.put_overrides(:hrw_nowhere, %{})
+    end
+  end
+end
