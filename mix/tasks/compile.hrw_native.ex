@@ -40,6 +40,10 @@ defmodule Mix.Tasks.Compile.HrwNative do
     args = ["build", "-p", @crate, "--message-format=json-render-diagnostics"]
     args = args ++ cargo_options(env)
 
+    unless File.exists?(dest) do
+      Mix.shell().info("Building the hrw NIF with cargo (a first build takes a minute or more)")
+    end
+
     # stdout carries cargo's JSON messages; its stderr (progress, warnings, errors
     # rendered for people) goes straight to ours.
     {output, status} = System.cmd(cargo, args, cd: native)
