@@ -1,0 +1,198 @@
+defmodule Mix.Tasks.Hrw.Stalls do
+  @shortdoc "Worst normal-scheduler stall of every public function at its largest normal input"
+  @moduledoc """
+  A benchmark, not a test: drives every public function of hrw at the largest input
+  that still runs on a normal scheduler (found by asking the normal-scheduler NIF,
+  which refuses larger input), while a separate process collects
+  `:erlang.system_monitor/2` `long_schedule` events (the VM does not report a
+  process's long schedules to that process itself). Prints, per function, the input
+  and the worst `long_schedule` seen, in ms (events start at 1 ms).
+
+      mix hrw.stalls            # ~200 calls per function
+      mix hrw.stalls --calls 50
+
+  Read the figures as orders of magnitude on a loaded machine: a long schedule
+  also counts time the OS gave to other processes, which the first row (no NIF at
+  all) shows.
+  """
+  use Mix.Task
+
+  alias HRW.Native
+
+  @impl Mix.Task
+  def run(args) do
+    {opts, _, _} = OptionParser.parse(args, strict: [calls: :integer])
+    calls = Keyword.get(opts, :calls, 200)
+    Mix.Task.run("app.start")
+    monitor = start_monitor()
+
+    IO.puts("function | input | calls | worst long_schedule (ms)")
+    IO.puts("---|---|--:|--:")
+
+    for {label, input, fun} <- cases() do
+      worst = measure(monitor, fun, calls)
+      shown = if worst == 0, do: "< 1", else: Integer.to_string(worst)
+      IO.puts("#{label} | #{input} | #{calls} | #{shown}")
+    end
+  end
+
+  # -- the cases ---------------------------------------------------------------------
+
+  defp names(n), do: Enum.map(1..n, &"node-#{&1}")
+  defp keys(n), do: Enum.map(1..n, &"key-#{&1}")
+  defp weighted(nodes), do: Enum.with_index(nodes, fn n, i -> {n, rem(i, 7) + 1} end)
+
+  # Largest `size` in 1..limit for which `normal.(size)` does not ask for a dirty
+  # scheduler (the budget decides, so the answer is the largest normal input).
+  defp largest(limit, normal) do
+    search(1, limit, normal)
+  end
+
+  defp search(lo, hi, _normal) when lo >= hi, do: lo
+
+  defp search(lo, hi, normal) do
+    mid = div(lo + hi + 1, 2)
+
+    fits? =
+      try do
+        normal.(mid)
+        true
+      catch
+        :error, :hrw_needs_dirty -> false
+      end
+
+    if fits?, do: search(mid, hi, normal), else: search(lo, mid - 1, normal)
+  end
+
+  defp cases do
+    skeleton_1m = HRW.build(names(1_000_000))
+    wide = HRW.build(weighted(names(100_000)), cluster_size: 4096, scorer: %HRW.Weighted{})
+    ring_1k = HRW.Ring.new(names(1_000))
+
+    n_map = largest(200_000, &Native.term_id_normal(Map.new(1..&1, fn i -> {i, i} end)))
+    map = Map.new(1..n_map, &{&1, &1})
+    n_bin = largest(100_000_000, &Native.term_id_normal(:binary.copy("x", &1)))
+    bin = :binary.copy("x", n_bin)
+    n_list = largest(200_000, &Native.list_owner_normal("k", names(&1), false))
+    list = names(n_list)
+    n_wlist = largest(200_000, &Native.list_owners_normal("k", weighted(names(&1)), 2, true))
+    wlist = weighted(names(n_wlist))
+    n_ring = largest(200_000, &Native.ring_new_normal(names(&1), false))
+    n_skel = largest(200_000, &Native.skeleton_new_normal(names(&1), false, 16))
+    ring_big = HRW.Ring.new(names(n_ring))
+
+    n_ring_owners =
+      largest(200_000, &Native.ring_owners_normal(HRW.Ring.new(names(&1)).resource, "k", 2))
+
+    ring_owners = HRW.Ring.new(names(n_ring_owners))
+    n_ranks = largest(100_000, &Native.skeleton_owners_normal(wide.resource, "k", &1))
+    target = Native.batch_target(skeleton_1m)
+    n_batch = largest(8_192, &Native.batch_owners_normal(keys(&1), target, 1))
+
+    n_groups =
+      largest(8_192, &Native.batch_groups_normal(keys(&1), Native.batch_target(ring_1k), 1))
+
+    n_moves = largest(8_192, &Native.batch_moves_normal(keys(&1), target, target, 1))
+    n_bounded = largest(8_192, &Native.bounded_assignments_normal(keys(&1), names(100), 0.1))
+    {batch_keys, group_keys, move_keys} = {keys(n_batch), keys(n_groups), keys(n_moves)}
+    bounded_keys = keys(n_bounded)
+    bounded_nodes = names(100)
+
+    [
+      # No NIF at all: what the machine itself adds (OS preemption of a scheduler
+      # thread also shows up as a long schedule).
+      {"control: :erlang.phash2/1", "1,000 calls",
+       fn -> for i <- 1..1000, do: :erlang.phash2(i) end},
+      {"HRW.term_id/1", "map of #{n_map} entries", fn -> HRW.term_id(map) end},
+      {"HRW.term_id/1", "binary of #{n_bin} bytes", fn -> HRW.term_id(bin) end},
+      {"HRW.owner/2", "list of #{n_list} nodes", fn -> HRW.owner("k", list) end},
+      {"HRW.owners/4 weighted", "list of #{n_wlist} nodes, 2",
+       fn -> HRW.owners("k", wlist, 2, scorer: %HRW.Weighted{}) end},
+      {"HRW.Ring.new/1", "#{n_ring} nodes", fn -> HRW.Ring.new(list_of(n_ring)) end},
+      {"HRW.build/1", "#{n_skel} nodes", fn -> HRW.build(list_of(n_skel)) end},
+      {"HRW.owner/2", "ring of #{n_ring} nodes", fn -> HRW.owner("k", ring_big) end},
+      {"HRW.owners/3", "ring of #{n_ring_owners} nodes, 2",
+       fn -> HRW.owners("k", ring_owners, 2) end},
+      {"HRW.owner/2", "skeleton of 1M nodes", fn -> HRW.owner("k", skeleton_1m) end},
+      {"HRW.owners/3", "weighted 100k skeleton, leaves 4096, #{n_ranks} ranks",
+       fn -> HRW.owners("k", wide, n_ranks) end},
+      {"HRW.owner_batch/2", "#{n_batch} keys, 1M-node skeleton",
+       fn -> HRW.owner_batch(batch_keys, skeleton_1m) end},
+      {"HRW.group_by_owner/2", "#{n_groups} keys, 1k-node ring",
+       fn -> HRW.group_by_owner(group_keys, ring_1k) end},
+      {"HRW.moves/3", "#{n_moves} keys, 1M-node skeletons",
+       fn -> HRW.moves(move_keys, skeleton_1m, skeleton_1m) end},
+      {"HRW.Bounded.assignments/3", "#{n_bounded} keys x 100 nodes",
+       fn -> HRW.Bounded.assignments(bounded_keys, bounded_nodes, epsilon: 0.1) end}
+    ]
+  end
+
+  # Node lists are built once per size and kept (building them is not what we measure).
+  defp list_of(n) do
+    case Process.get({__MODULE__, n}) do
+      nil ->
+        list = names(n)
+        Process.put({__MODULE__, n}, list)
+        list
+
+      list ->
+        list
+    end
+  end
+
+  # -- measuring ---------------------------------------------------------------------
+
+  defp start_monitor do
+    parent = self()
+
+    pid =
+      spawn_link(fn ->
+        :erlang.system_monitor(self(), [{:long_schedule, 1}])
+        send(parent, :monitoring)
+        monitor_loop(%{})
+      end)
+
+    receive do
+      :monitoring -> pid
+    end
+  end
+
+  defp monitor_loop(worst) do
+    receive do
+      {:monitor, pid, :long_schedule, info} when is_pid(pid) ->
+        ms = Keyword.get(info, :timeout, 0)
+        monitor_loop(Map.update(worst, pid, ms, &max(&1, ms)))
+
+      {:monitor, _port, :long_schedule, _info} ->
+        monitor_loop(worst)
+
+      {:worst, pid, from} ->
+        send(from, {:worst, Map.get(worst, pid, 0)})
+        monitor_loop(Map.delete(worst, pid))
+    end
+  end
+
+  defp measure(monitor, fun, calls) do
+    parent = self()
+    # Warm once outside the measured process (first calls build caches and lists).
+    fun.()
+
+    worker =
+      spawn_link(fn ->
+        for _ <- 1..calls, do: fun.()
+        send(parent, {:done, self()})
+      end)
+
+    receive do
+      {:done, ^worker} -> :ok
+    end
+
+    # Events are sent asynchronously: let the monitor drain its queue.
+    Process.sleep(50)
+    send(monitor, {:worst, worker, self()})
+
+    receive do
+      {:worst, ms} -> ms
+    end
+  end
+end
