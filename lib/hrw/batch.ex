@@ -32,7 +32,8 @@ defmodule HRW.Batch do
 
     cond do
       elixir_scored?(target, opts, caller) ->
-        keys |> checked_proper_keys!() |> Enum.group_by(&HRW.owner(&1, checked!(target), opts))
+        target = checked!(target)
+        keys |> checked_proper_keys!() |> Enum.group_by(&HRW.owner(&1, target, opts))
 
       overridden?(keys, target) ->
         # Computed natively, then the overridden keys patched, then grouped here.
