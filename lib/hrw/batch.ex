@@ -35,19 +35,31 @@ defmodule HRW.Batch do
         target = checked!(target)
         keys |> checked_proper_keys!() |> Enum.group_by(&HRW.owner(&1, target, opts))
 
-      overridden?(keys, target) ->
-        # Computed natively, then the overridden keys patched, then grouped here.
-        Overrides.group(keys, native_owners(keys, target, opts, caller))
+      overrides(target) != nil ->
+        # Computed natively, then only the groups that overridden keys leave or join
+        # are patched.
+        groups = native_groups(keys, target, opts, caller)
+        Overrides.regroup(keys, groups, overrides(target), &own_owner(target, &1))
 
       true ->
-        run_native(keys, [target], opts, caller, fn [t], threads ->
-          dispatch(
-            keys,
-            fn -> Native.batch_groups(keys, t, threads) end,
-            fn -> Native.batch_groups_dirty(keys, t, threads) end
-          )
-        end)
+        native_groups(keys, target, opts, caller)
     end
+  end
+
+  # A prepared structure's owner of `key` without its overrides.
+  defp own_owner(%HRW.Ring{} = ring, key), do: HRW.Ring.owner(%{ring | overrides: nil}, key)
+
+  defp own_owner(%HRW.Skeleton{} = skeleton, key),
+    do: HRW.Skeleton.owner(%{skeleton | overrides: nil}, key)
+
+  defp native_groups(keys, target, opts, caller) do
+    run_native(keys, [target], opts, caller, fn [t], threads ->
+      dispatch(
+        keys,
+        fn -> Native.batch_groups(keys, t, threads) end,
+        fn -> Native.batch_groups_dirty(keys, t, threads) end
+      )
+    end)
   end
 
   @spec moves([term()], HRW.target(), HRW.target(), keyword()) :: [{term(), term(), term()}]
