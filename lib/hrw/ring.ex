@@ -133,17 +133,22 @@ defmodule HRW.Ring do
   def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
 
   @doc false
-  # The no-override clause comes first and only matches: the hot path.
+  # The hot path. One clause reading every field it needs in one map match, and a
+  # `case` on the overrides: measured as fast as before overrides existed, where a
+  # separate `overrides: nil` clause was not (the compiler split the map match).
   @spec owner(t(), term()) :: term()
-  def owner(%__MODULE__{nodes: nodes, resource: resource, overrides: nil} = ring, key) do
-    elem(nodes, Native.ring_owner(resource, key))
+  def owner(%__MODULE__{nodes: nodes, resource: resource, overrides: overrides} = ring, key) do
+    case overrides do
+      nil -> elem(nodes, Native.ring_owner(resource, key))
+      _ -> overridden_owner(ring, key)
+    end
   catch
     :error, :hrw_needs_dirty -> elem(ring.nodes, Native.ring_owner_dirty(ring.resource, key))
     :error, :hrw_stale_resource -> owner(rebuilt(ring), key)
   end
 
-  def owner(%__MODULE__{overrides: overrides} = ring, key) do
-    case Overrides.owner(overrides, key) do
+  defp overridden_owner(ring, key) do
+    case Overrides.owner(ring.overrides, key) do
       {:ok, node} -> node
       :error -> owner(%{ring | overrides: nil}, key)
     end
