@@ -3,7 +3,7 @@ defmodule HRW.Overrides do
   # Key overrides of a prepared structure (`HRW.Ring.new/2` and `HRW.build/2`, option
   # `:overrides`): pure functions over the normalized map `%{key => [node, ...]}`
   # (distinct nodes, in the given order). A structure without overrides stores `nil`
-  # and never calls this module on a lookup: its clauses match `overrides: nil` first.
+  # and never calls this module on a lookup (one `case` on `nil` in its hot path).
   #
   # Keys match with map-key semantics (exact terms: `1` and `1.0` differ); node
   # comparisons here are exact too, as in the native batch code.
