@@ -17,6 +17,10 @@ defmodule HRW do
   The `:scorer` option of `owner/3` and `owners/4` is ignored for rings and
   skeletons: their scorer was chosen when they were built.
 
+  Rings and skeletons can pin chosen keys to chosen nodes (option `:overrides` of
+  `HRW.Ring.new/2` and `build/2`); every lookup, batch and movement plan on them
+  follows those overrides.
+
   Weighted nodes (`{node, weight}` with `scorer: %HRW.Weighted{}`) are described in
   `HRW.Weighted`.
 
@@ -239,6 +243,9 @@ defmodule HRW do
   10M-element list spends tens of milliseconds in garbage collection, as with any
   list that size, so run such batches in a process of their own.
 
+  On a ring or skeleton with overrides the batch is computed natively, then the
+  overridden keys get their pinned owner.
+
   ## Examples
 
       iex> nodes = ["cache-1", "cache-2", "cache-3"]
@@ -253,7 +260,8 @@ defmodule HRW do
   @doc """
   Groups keys by owner: `%{node => keys}`, each group in key order, nodes that own
   no key left out. The shape a router needs to send one request per node. Runs like
-  `owner_batch/3`.
+  `owner_batch/3`, overrides included (a pinned node that is not a member gets a
+  group too).
 
   ## Examples
 

@@ -185,6 +185,69 @@ defmodule HRWTest do
       end
     end
 
+    # Every public function that takes options, on every kind of target.
+    defp option_entry_points do
+      ring = HRW.Ring.new(["a", "b"])
+      skeleton = HRW.build(["a", "b"])
+      phash2_skeleton = HRW.build(["a", "b"], scorer: %HRW{hash_fn: &:erlang.phash2/1})
+      targets = [ring, skeleton, phash2_skeleton, ["a", "b"]]
+
+      for(
+        target <- targets,
+        {name, call} <- [
+          {"owner/3", &HRW.owner("k", target, &1)},
+          {"owners/4", &HRW.owners("k", target, 2, &1)},
+          {"owner_batch/3", &HRW.owner_batch(["k"], target, &1)},
+          {"group_by_owner/3", &HRW.group_by_owner(["k"], target, &1)},
+          {"moves/4", &HRW.moves(["k"], target, ["a"], &1)},
+          {"moves/4 (later)", &HRW.moves(["k"], ["a"], target, &1)},
+          {"moved_fraction/4", &HRW.moved_fraction(["k"], target, ["a"], &1)},
+          {"moved_fraction/4, no keys", &HRW.moved_fraction([], target, ["a"], &1)}
+        ],
+        do: {"#{name} on #{inspect(target)}", call, :scorer}
+      ) ++
+        [
+          {"build/2", &HRW.build(["a"], &1), :fanout},
+          {"build/2", &HRW.build(["a"], &1), :cluster_size},
+          {"build/2", &HRW.build(["a"], &1), :scorer},
+          {"build/2", &HRW.build(["a"], &1), :overrides},
+          {"Ring.new/2", &HRW.Ring.new(["a"], &1), :scorer},
+          {"Ring.new/2", &HRW.Ring.new(["a"], &1), :overrides},
+          {"Bounded.assignments/3", &HRW.Bounded.assignments(["k"], ["a"], &1), :epsilon},
+          {"Bounded.assignments/3", &HRW.Bounded.assignments(["k"], ["a"], &1), :hash_fn}
+        ]
+    end
+
+    @valid %{
+      scorer: %HRW{},
+      fanout: 2,
+      cluster_size: 16,
+      overrides: %{},
+      epsilon: 0.5,
+      hash_fn: &:erlang.phash2/1
+    }
+
+    test "an option given twice is reported as duplicated, by every function" do
+      for {name, call, option} <- option_entry_points() do
+        value = Map.fetch!(@valid, option)
+        # Once is fine; twice is an error naming the option.
+        call.([{option, value}])
+
+        error = assert_raise ArgumentError, fn -> call.([{option, value}, {option, value}]) end
+        assert error.message =~ "duplicated options: [#{inspect(option)}]", name
+        refute error.message =~ "unknown", name
+      end
+    end
+
+    test "unknown options are refused by every function, whatever the target" do
+      for {name, call, _option} <- option_entry_points() do
+        error = assert_raise ArgumentError, fn -> call.(bogus: 1) end
+        assert error.message =~ "unknown options: [:bogus]", name
+        error = assert_raise ArgumentError, fn -> call.([:not_keyword]) end
+        assert error.message =~ "keyword list", name
+      end
+    end
+
     test "terms nested too deeply" do
       deep = Enum.reduce(1..300, :leaf, &{&1, &2})
       assert_raise ArgumentError, ~r/nested deeper/, fn -> HRW.owner(deep, ["a"]) end

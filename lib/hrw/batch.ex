@@ -27,16 +27,29 @@ defmodule HRW.Batch do
 
     cond do
       elixir_scored?(target, opts, caller) ->
-        keys |> checked_proper_keys!() |> Enum.group_by(&HRW.owner(&1, checked!(target), opts))
+        target = checked!(target)
+        keys |> checked_proper_keys!() |> Enum.group_by(&HRW.owner(&1, target, opts))
 
-      overridden?(keys, target) ->
-        # Computed natively, then the overridden keys patched, then grouped here.
-        Overrides.group(keys, native_owners(keys, target, opts, caller))
+      overrides(target) != nil ->
+        # Computed natively, then only the groups that overridden keys leave or join
+        # are patched.
+        groups = native_groups(keys, target, opts, caller)
+        Overrides.regroup(keys, groups, overrides(target), &own_owner(target, &1))
 
       true ->
-        [t] = native_targets(keys, [target], opts, caller)
-        Native.batch_groups(keys, t, threads())
+        native_groups(keys, target, opts, caller)
     end
+  end
+
+  # A prepared structure's owner of `key` without its overrides.
+  defp own_owner(%HRW.Ring{} = ring, key), do: HRW.Ring.owner(%{ring | overrides: nil}, key)
+
+  defp own_owner(%HRW.Skeleton{} = skeleton, key),
+    do: HRW.Skeleton.owner(%{skeleton | overrides: nil}, key)
+
+  defp native_groups(keys, target, opts, caller) do
+    [t] = native_targets(keys, [target], opts, caller)
+    Native.batch_groups(keys, t, threads())
   end
 
   @spec moves([term()], HRW.target(), HRW.target(), keyword()) :: [{term(), term(), term()}]

@@ -77,18 +77,7 @@ defmodule HRW.Bounded do
   end
 
   defp options!(opts) do
-    unless Keyword.keyword?(opts) do
-      raise ArgumentError, "HRW.Bounded.assignments/3 expects a keyword list of options"
-    end
-
-    case Keyword.keys(opts) -- [:epsilon, :hash_fn] do
-      [] ->
-        :ok
-
-      unknown ->
-        raise ArgumentError,
-              "HRW.Bounded.assignments/3 got unknown options: #{HRW.brief(unknown)}"
-    end
+    HRW.options!(opts, "HRW.Bounded.assignments/3", [:epsilon, :hash_fn])
 
     epsilon =
       case Keyword.get(opts, :epsilon, 0.25) do

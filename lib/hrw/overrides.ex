@@ -3,7 +3,7 @@ defmodule HRW.Overrides do
   # Key overrides of a prepared structure (`HRW.Ring.new/2` and `HRW.build/2`, option
   # `:overrides`): pure functions over the normalized map `%{key => [node, ...]}`
   # (distinct nodes, in the given order). A structure without overrides stores `nil`
-  # and never calls this module on a lookup: its clauses match `overrides: nil` first.
+  # and never calls this module on a lookup (one `case` on `nil` in its hot path).
   #
   # Keys match with map-key semantics (exact terms: `1` and `1.0` differ); node
   # comparisons here are exact too, as in the native batch code.
@@ -151,16 +151,114 @@ defmodule HRW.Overrides do
 
   defp do_any_key?(_, _overrides), do: false
 
-  @doc "`%{owner => keys}` from keys and their owners, each group in key order."
-  @spec group([term()], [term()]) :: %{term() => [term()]}
-  def group(keys, owners) do
-    keys
-    |> Enum.zip(owners)
-    |> Enum.reduce(%{}, fn {key, owner}, acc ->
-      Map.update(acc, owner, [key], &[key | &1])
-    end)
-    |> Map.new(fn {owner, keys} -> {owner, Enum.reverse(keys)} end)
+  @doc """
+  Patches a batch's `groups` (`%{node => keys}`, each in key order, computed
+  without the overrides) for the overrides. `own_owner.(key)` is the structure's
+  owner of a key without overrides. Only the groups that overridden keys leave or
+  join change; at most one more walk over `keys`, when a pinned node already owns
+  some of them.
+  """
+  @spec regroup([term()], %{term() => [term()]}, t(), (term() -> term())) ::
+          %{term() => [term()]}
+  def regroup(keys, groups, overrides, own_owner) do
+    check_map!(overrides)
+
+    case pinned_in_batch(keys, overrides, []) do
+      [] -> groups
+      pinned -> regroup(keys, groups, overrides, own_owner, pinned)
+    end
   end
+
+  defp regroup(keys, groups, overrides, own_owner, pinned) do
+    # The groups the overridden keys leave.
+    groups =
+      pinned
+      |> Enum.map(fn {key, _node} -> key end)
+      |> Enum.uniq()
+      |> Enum.map(own_owner)
+      |> Enum.uniq()
+      |> Enum.reduce(groups, fn node, groups ->
+        case Enum.reject(Map.get(groups, node, []), &is_map_key(overrides, &1)) do
+          [] -> Map.delete(groups, node)
+          kept -> Map.put(groups, node, kept)
+        end
+      end)
+
+    # The groups they join: new ones are the pinned keys alone; a node that already
+    # owns keys gets both, merged in key order by one walk.
+    {merge, new} =
+      pinned |> group_pairs() |> Enum.split_with(fn {node, _} -> is_map_key(groups, node) end)
+
+    groups = Map.merge(groups, Map.new(new))
+    merge = Map.new(merge)
+
+    if merge == %{} do
+      groups
+    else
+      queues = Map.new(merge, fn {node, _} -> {node, Map.fetch!(groups, node)} end)
+      heads = Map.new(queues, fn {node, [head | _]} -> {head, node} end)
+      merged = merge_walk(keys, overrides, merge, queues, heads, %{})
+      Map.merge(groups, Map.new(merged, fn {node, rev} -> {node, :lists.reverse(rev)} end))
+    end
+  end
+
+  # `{key, first pinned node}` for every overridden key of the batch, in key order.
+  defp pinned_in_batch([key | keys], overrides, acc) do
+    case overrides do
+      %{^key => [node | _]} -> pinned_in_batch(keys, overrides, [{key, node} | acc])
+      %{^key => _} -> corrupt!()
+      _ -> pinned_in_batch(keys, overrides, acc)
+    end
+  end
+
+  defp pinned_in_batch(_end, _overrides, acc), do: :lists.reverse(acc)
+
+  defp group_pairs(pairs) do
+    pairs
+    |> :lists.reverse()
+    |> Enum.reduce(%{}, fn {key, node}, acc -> Map.update(acc, node, [key], &[key | &1]) end)
+  end
+
+  # Walks the batch once, rebuilding (reversed) the groups of `merge`'s nodes: a key
+  # is an overridden one pinned to such a node, or the next key of the node's own
+  # group (`queues`; `heads` maps each queue's next key to its node: a key that is
+  # not overridden has one own owner, so two queues never share a head).
+  defp merge_walk([key | keys], overrides, merge, queues, heads, out) do
+    cond do
+      is_map_key(overrides, key) ->
+        [node | _] = Map.fetch!(overrides, key)
+
+        out = if is_map_key(merge, node), do: prepend(out, node, key), else: out
+        merge_walk(keys, overrides, merge, queues, heads, out)
+
+      is_map_key(heads, key) ->
+        node = Map.fetch!(heads, key)
+        [^key | rest] = Map.fetch!(queues, node)
+
+        heads =
+          case rest do
+            [^key | _] -> heads
+            [next | _] -> heads |> Map.delete(key) |> Map.put(next, node)
+            [] -> Map.delete(heads, key)
+          end
+
+        merge_walk(
+          keys,
+          overrides,
+          merge,
+          Map.put(queues, node, rest),
+          heads,
+          prepend(out, node, key)
+        )
+
+      true ->
+        merge_walk(keys, overrides, merge, queues, heads, out)
+    end
+  end
+
+  defp merge_walk([], _overrides, _merge, _queues, _heads, out), do: out
+
+  defp prepend(out, node, key), do: Map.update(out, node, [key], &[key | &1])
 
   @doc """
   `{key, from, to}` for every key whose owner differs (exactly: `1` and `1.0` are

@@ -132,12 +132,14 @@ defmodule HRW.Ring do
   def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
 
   @doc false
-  # The no-override clause comes first and only matches: the hot path.
+  # Without overrides: straight to the NIF boundary (`HRW.owner/3` goes there
+  # directly on its hot path).
   @spec owner(t(), term()) :: term()
   def owner(%__MODULE__{overrides: nil} = ring, key), do: Native.ring_owner(ring, key)
+  def owner(%__MODULE__{} = ring, key), do: overridden_owner(ring, key)
 
-  def owner(%__MODULE__{overrides: overrides} = ring, key) do
-    case Overrides.owner(overrides, key) do
+  defp overridden_owner(ring, key) do
+    case Overrides.owner(ring.overrides, key) do
       {:ok, node} -> node
       :error -> owner(%{ring | overrides: nil}, key)
     end

@@ -123,7 +123,8 @@ defmodule HRW.Skeleton do
   def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
 
   @doc false
-  # The no-override clauses come first and only match: the hot path.
+  # Without overrides: the Elixir scorer's path, or the NIF boundary (`HRW.owner/3`
+  # goes there directly on its hot path).
   @spec owner(t(), term()) :: term()
   def owner(%__MODULE__{resource: nil, scorer: scorer, overrides: nil} = skeleton, key) do
     HRW.Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
@@ -132,7 +133,9 @@ defmodule HRW.Skeleton do
   # Anything else in the resource field that the NIF cannot use is rebuilt there.
   def owner(%__MODULE__{overrides: nil} = skeleton, key), do: Native.skeleton_owner(skeleton, key)
 
-  def owner(%__MODULE__{overrides: overrides} = skeleton, key) do
+  def owner(%__MODULE__{} = skeleton, key), do: other_owner(skeleton, key)
+
+  defp other_owner(%__MODULE__{overrides: overrides} = skeleton, key) do
     case Overrides.owner(overrides, key) do
       {:ok, node} -> node
       :error -> owner(%{skeleton | overrides: nil}, key)

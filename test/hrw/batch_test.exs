@@ -1,3 +1,12 @@
+defmodule HRW.BatchTest.Scorer do
+  @moduledoc false
+  # A user scorer module (scored in Elixir) that accepts any node term.
+  @behaviour HRW.Scorer
+  defstruct []
+  @impl true
+  def score(_, key, node), do: :erlang.phash2({node, key, :custom})
+end
+
 defmodule HRW.BatchTest do
   use ExUnit.Case, async: true
 
@@ -84,6 +93,178 @@ defmodule HRW.BatchTest do
     keys = keys(100)
     assert HRW.owner_batch(keys, ring) == Enum.map(keys, &HRW.owner(&1, nodes))
     assert HRW.owner_batch(keys, skeleton) == Enum.map(keys, &HRW.owner(&1, skeleton))
+  end
+
+  # Every target kind the batch functions take: native, weighted, and scored in Elixir.
+  defp all_targets do
+    nodes = ["a", "b", "c"]
+    weighted = [{"a", 1}, {"b", 2}, {"c", 3}]
+    phash2 = %HRW{hash_fn: &:erlang.phash2/1}
+    weighted_phash2 = %HRW.Weighted{hash_fn: &:erlang.phash2/1}
+
+    [
+      {"phash2 list", nodes, [scorer: phash2]},
+      {"list", nodes, []},
+      {"weighted list", weighted, [scorer: @weighted]},
+      {"weighted phash2 list", weighted, [scorer: weighted_phash2]},
+      {"custom scorer list", [1, 2, 3], [scorer: %HRW.BatchTest.Scorer{}]},
+      {"ring", HRW.Ring.new(nodes), []},
+      {"ring with overrides", HRW.Ring.new(nodes, overrides: %{"k" => "z"}), []},
+      {"skeleton", HRW.build(nodes), []},
+      {"weighted skeleton", HRW.build(weighted, scorer: @weighted), []},
+      {"phash2 skeleton", HRW.build(nodes, scorer: phash2), []},
+      {"weighted phash2 skeleton", HRW.build(weighted, scorer: weighted_phash2), []},
+      {"phash2 skeleton with overrides",
+       HRW.build(nodes, scorer: phash2, overrides: %{"k" => "z"}), []}
+    ]
+  end
+
+  defp batch_entry_points(target, opts) do
+    # The other side of a move: a list the options fit.
+    other = if match?([scorer: %HRW.Weighted{}], opts), do: [{"a", 1}], else: ["a"]
+
+    [
+      {"owner_batch", &HRW.owner_batch(&1, target, opts)},
+      {"group_by_owner", &HRW.group_by_owner(&1, target, opts)},
+      {"moves (before)", &moves(&1, target, other, opts)},
+      {"moves (after)", &moves(&1, other, target, opts)},
+      {"moves (both)", &moves(&1, target, target, opts)},
+      {"moved_fraction", &moved_fraction(&1, target, other, opts)}
+    ]
+  end
+
+  test "improper and non-list keys raise ArgumentError on every batch path" do
+    for {label, target, opts} <- all_targets(),
+        {name, call} <- batch_entry_points(target, opts) do
+      for keys <- [["k" | :x], ["k", "j" | "tail"], [1, 2, 3 | %{}]] do
+        error = assert_raise ArgumentError, fn -> call.(keys) end
+        assert error.message =~ "keys must be a proper list", "#{name} on #{label}"
+      end
+
+      for keys <- [:x, "abc", %{}, {1, 2}] do
+        error = assert_raise ArgumentError, fn -> call.(keys) end
+        assert error.message =~ "keys must be a list", "#{name} on #{label}"
+      end
+
+      # And proper lists work, the empty one included.
+      call.([])
+      call.(["k", "j"])
+    end
+
+    assert_raise ArgumentError, ~r/keys must be a proper list/, fn ->
+      HRW.Bounded.assignments(["k" | :x], ["a"], hash_fn: &:erlang.phash2/1)
+    end
+  end
+
+  test "bad targets raise ArgumentError on every batch path, even with no keys" do
+    for {_label, _target, opts} <- all_targets(),
+        bad <- [[], :x, ["a" | :b]],
+        {name, call} <- batch_entry_points(bad, opts),
+        keys <- [[], ["k"]] do
+      label = "#{name} on #{inspect(bad)} with #{inspect(opts)}, keys #{inspect(keys)}"
+
+      message =
+        try do
+          call.(keys)
+          flunk("no error: #{label}")
+        rescue
+          error in ArgumentError -> error.message
+        end
+
+      assert message =~ ~r/non-empty list|proper list/, label
+    end
+  end
+
+  # moves/3 and moved_fraction/3 when there are no options (they are the calls
+  # users make today), else the /4 forms.
+  defp moves(keys, a, b, []), do: HRW.moves(keys, a, b)
+  defp moves(keys, a, b, opts), do: HRW.moves(keys, a, b, opts)
+  defp moved_fraction(keys, a, b, []), do: HRW.moved_fraction(keys, a, b)
+  defp moved_fraction(keys, a, b, opts), do: HRW.moved_fraction(keys, a, b, opts)
+
+  # Targets whose owners are nil, false, 1 and 1.0: scored in Elixir and natively.
+  defp odd_targets do
+    phash2 = %HRW{hash_fn: &:erlang.phash2/1}
+
+    for nodes <- [[nil], [false], [1], [1.0], [nil, false], [1, 1.0], [nil, 1]],
+        {kind, target, opts} <- [
+          {"phash2 skeleton", HRW.build(nodes, scorer: phash2), []},
+          {"phash2 list", nodes, [scorer: phash2]},
+          {"custom scorer list", nodes, [scorer: %HRW.BatchTest.Scorer{}]},
+          {"skeleton", HRW.build(nodes), []},
+          {"ring", HRW.Ring.new(nodes), []},
+          {"list", nodes, []}
+        ],
+        do: {"#{kind} of #{inspect(nodes)}", target, opts}
+  end
+
+  test "moves and moved_fraction compare owners exactly; nil and false are owners" do
+    keys = Enum.map(1..200, &"key-#{&1}")
+    # The reproductions.
+    phash2 = [scorer: %HRW{hash_fn: &:erlang.phash2/1}]
+    assert length(HRW.moves(keys, HRW.build([nil], phash2), HRW.build([:x], phash2))) == 200
+    assert length(HRW.moves(keys, HRW.build([false], phash2), HRW.build([:x], phash2))) == 200
+    assert length(HRW.moves(keys, HRW.build([1], phash2), HRW.build([1.0], phash2))) == 200
+    assert HRW.moved_fraction(keys, HRW.build([1], phash2), HRW.build([1.0], phash2)) == 1.0
+
+    targets = odd_targets()
+
+    for {label_a, a, opts_a} <- targets, {label_b, b, opts_b} <- targets, opts_a == opts_b do
+      expected =
+        for key <- keys,
+            {from, to} = {HRW.owner(key, a, opts_a), HRW.owner(key, b, opts_b)},
+            from !== to,
+            do: {key, from, to}
+
+      label = "#{label_a} -> #{label_b}"
+      assert moves(keys, a, b, opts_a) === expected, label
+      assert moved_fraction(keys, a, b, opts_a) == length(expected) / length(keys), label
+    end
+  end
+
+  test "owner_batch and group_by_owner keep nil, false, 1 and 1.0 apart" do
+    keys = Enum.map(1..200, &"key-#{&1}")
+
+    for {label, target, opts} <- odd_targets() do
+      owners = Enum.map(keys, &HRW.owner(&1, target, opts))
+      assert HRW.owner_batch(keys, target, opts) === owners, label
+      groups = HRW.group_by_owner(keys, target, opts)
+      assert groups === Enum.group_by(keys, &HRW.owner(&1, target, opts)), label
+      assert MapSet.new(Map.keys(groups)) == MapSet.new(owners), label
+    end
+  end
+
+  test "moves on weighted lists and weighted structures score the weights" do
+    keys = Enum.map(1..2000, &"key-#{&1}")
+    before = [{"a", 1}, {"b", 1}, {"c", 1}]
+    later = [{"a", 1}, {"b", 1}, {"c", 8}]
+    weighted_phash2 = %HRW.Weighted{hash_fn: &:erlang.phash2/1}
+
+    for scorer <- [@weighted, weighted_phash2] do
+      opts = [scorer: scorer]
+
+      expected =
+        for key <- keys,
+            {from, to} = {HRW.owner(key, before, opts), HRW.owner(key, later, opts)},
+            from !== to,
+            do: {key, from, to}
+
+      moves = HRW.moves(keys, before, later, opts)
+      assert moves === expected
+      assert moves != []
+      # Only keys going to the node that grew, and owners are bare nodes, not tuples.
+      assert Enum.all?(moves, fn {_key, from, to} -> to == "c" and from in ["a", "b"] end)
+      assert HRW.moved_fraction(keys, before, later, opts) == length(expected) / 2000
+
+      built = fn nodes -> HRW.build(nodes, scorer: scorer) end
+      assert HRW.moves(keys, built.(before), built.(later)) === expected
+      assert HRW.moves(keys, built.(before), later, opts) === expected
+    end
+
+    ring = fn nodes -> HRW.Ring.new(nodes, scorer: @weighted) end
+
+    assert HRW.moves(keys, ring.(before), ring.(later)) ==
+             HRW.moves(keys, before, later, scorer: @weighted)
   end
 
   test "bad input raises ArgumentError" do

@@ -138,6 +138,30 @@ defmodule HRW.OverridesTest do
       end
     end
 
+    test "group_by_owner with overrides equals grouping by owner/2 (seeded random cases)" do
+      :rand.seed(:exsss, {14, 1, 2})
+      nodes = node_names(8)
+
+      for round <- 1..300 do
+        # Few distinct keys, many repeats; pins to members, strangers and both.
+        universe = Enum.map(1..12, &"k#{&1}")
+        keys = for _ <- 1..:rand.uniform(60), do: Enum.random(universe)
+
+        overrides =
+          for key <- Enum.take_random(universe, :rand.uniform(6)), into: %{} do
+            {key, Enum.take_random(nodes ++ [:x, :y], :rand.uniform(3))}
+          end
+
+        for structure <- [
+              HRW.Ring.new(nodes, overrides: overrides),
+              HRW.build(nodes, overrides: overrides)
+            ] do
+          expected = Enum.group_by(keys, &HRW.owner(&1, structure))
+          assert HRW.group_by_owner(keys, structure) === expected, "round #{round}"
+        end
+      end
+    end
+
     test "group_by_owner with no pinned key in the batch equals the plain structure's" do
       keys = Enum.map(1..500, &"other-#{&1}")
 
