@@ -6,7 +6,8 @@ defmodule Mix.Tasks.Hrw.Stalls do
   which refuses larger input), while a separate process collects
   `:erlang.system_monitor/2` `long_schedule` events (the VM does not report a
   process's long schedules to that process itself). Prints, per function, the input
-  and the worst `long_schedule` seen, in ms (events start at 1 ms).
+  the median time of one call and the worst `long_schedule` seen, in ms (events
+  start at 1 ms).
 
       mix hrw.stalls            # ~200 calls per function
       mix hrw.stalls --calls 50
@@ -26,13 +27,14 @@ defmodule Mix.Tasks.Hrw.Stalls do
     Mix.Task.run("app.start")
     monitor = start_monitor()
 
-    IO.puts("function | input | calls | worst long_schedule (ms)")
-    IO.puts("---|---|--:|--:")
+    IO.puts("function | input | calls | median call (ms) | worst long_schedule (ms)")
+    IO.puts("---|---|--:|--:|--:")
 
     for {label, input, fun} <- cases() do
-      worst = measure(monitor, fun, calls)
+      {median_us, worst} = measure(monitor, fun, calls)
       shown = if worst == 0, do: "< 1", else: Integer.to_string(worst)
-      IO.puts("#{label} | #{input} | #{calls} | #{shown}")
+      median = :erlang.float_to_binary(median_us / 1000, decimals: 2)
+      IO.puts("#{label} | #{input} | #{calls} | #{median} | #{shown}")
     end
   end
 
@@ -179,20 +181,27 @@ defmodule Mix.Tasks.Hrw.Stalls do
 
     worker =
       spawn_link(fn ->
-        for _ <- 1..calls, do: fun.()
-        send(parent, {:done, self()})
+        times =
+          for _ <- 1..calls do
+            t = System.monotonic_time(:microsecond)
+            fun.()
+            System.monotonic_time(:microsecond) - t
+          end
+
+        send(parent, {:done, self(), Enum.at(Enum.sort(times), div(calls, 2))})
       end)
 
-    receive do
-      {:done, ^worker} -> :ok
-    end
+    median =
+      receive do
+        {:done, ^worker, median} -> median
+      end
 
     # Events are sent asynchronously: let the monitor drain its queue.
     Process.sleep(50)
     send(monitor, {:worst, worker, self()})
 
     receive do
-      {:worst, ms} -> ms
+      {:worst, ms} -> {median, ms}
     end
   end
 end
