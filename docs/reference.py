@@ -82,30 +82,45 @@ def t_map(pairs):
     return tagged(0x08, b"".join(ids(p) for p in sorted(pairs)))
 
 
-def ln_int(n):
-    """ln(n) for 1 <= n <= 2^53 from basic IEEE-754 operations (docs/HASHING.md §3)."""
-    import math
+# -- §3 weighted costs ---------------------------------------------------------------
+
+TWO_OVER_LN2 = struct.unpack("<d", struct.pack("<Q", 0x40071547652B82FE))[0]
+
+
+def neg_log2_uniform(score):
+    """c = -log2(n / 2^53), n = floor(score / 2^11) + 1, as docs/HASHING.md §3 spells it."""
+    n = (score >> 11) + 1
     e = n.bit_length() - 1
     m = float(n) / float(1 << e)
-    e = float(e)
-    if m > math.sqrt(2.0):
-        m *= 0.5
-        e += 1.0
     s = (m - 1.0) / (m + 1.0)
-    s2 = s * s
-    poly = 1.0 / 21.0
+    z = s * s
+    p = 1.0 / 21.0
     for d in [19.0, 17.0, 15.0, 13.0, 11.0, 9.0, 7.0, 5.0, 3.0, 1.0]:
-        poly = poly * s2 + 1.0 / d
-    return e * math.log(2.0) + 2.0 * s * poly
+        p = p * z + 1.0 / d
+    g = min((s * p) * TWO_OVER_LN2, 1.0)
+    return float(53 - e) - g
 
 
-def weighted_cost(score, weight):
+def cost_key(score, weight):
+    """§3: w = m·2^e (1 <= m < 2); q = c / m; key = bits(q) + (53 - e)·2^52, or 0."""
     import math
-    return (53.0 * math.log(2.0) - ln_int((score >> 11) + 1)) / weight
+    f, x = math.frexp(float(weight))  # weight = f·2^x, 0.5 <= f < 1, exact
+    m, e = 2.0 * f, x - 1
+    q = neg_log2_uniform(score) / m
+    if q == 0.0:
+        return 0
+    return struct.unpack("<Q", struct.pack("<d", q))[0] + ((53 - e) << 52)
+
+
+def weighted_rank(score, weight):
+    """Lower wins: the cost key, then the higher raw score."""
+    return (cost_key(score, weight), -score)
 
 
 WEIGHTED = [(0, 1.0), (2**64 - 1, 1.0), (0x89DB37561974918F, 1.0), (0x46C048F57BEF0291, 2.0),
-            (0x0123456789ABCDEF, 0.5), (0xFEDCBA9876543210, 10.0), (1 << 63, 3.0), (12345678901234567, 7.25)]
+            (0x0123456789ABCDEF, 0.5), (0xFEDCBA9876543210, 10.0), (1 << 63, 3.0), (12345678901234567, 7.25),
+            (0x1234, 5e-324, ), (0xFFFFFFFFFFFFF7FF, 9007199254740992.0), (0xFFFFFFFFFFFFF800, 1e-310),
+            (0x5A5A5A5A5A5A5A5A, 1e-300), (0x5A5A5A5A5A5A5A5A, 2.0**-1022)]
 
 # (label, Elixir source of the term, id)
 TERMS = [
@@ -142,9 +157,9 @@ def print_vectors():
     print("# N3 (key, node, score)")
     for k, n in N3_PAIRS:
         print(f"({k:#x}, {n:#x}, {n3(k, n):#x}),")
-    print("# weighted (score, weight, cost bits)")
+    print("# weighted (score, weight, cost key)")
     for sc, w in WEIGHTED:
-        print(f"({sc:#x}, {w!r}, {struct.unpack('<Q', struct.pack('<d', weighted_cost(sc, w)))[0]:#x}),")
+        print(f"({sc:#x}, {w!r}, {cost_key(sc, w):#x}),")
     print("# term ids (label, source, id)")
     for label, src, i in TERMS:
         print(f"{label!r}, {src}, {i:#018x}")
@@ -152,9 +167,8 @@ def print_vectors():
     wnodes = [("a", 1.0), ("b", 2.0), ("c", 3.0), ("d", 10.0), ("e", 0.5)]
     for key in [f"key-{i}" for i in range(1, 21)]:
         k = t_binary(key.encode())
-        best = min(wnodes, key=lambda nw: (weighted_cost(n3(k, t_binary(nw[0].encode())), nw[1]),
-                                           -n3(k, t_binary(nw[0].encode()))))
-        print(f"{key!r} -> {best[0]}", end="  ")
+        best = min(wnodes, key=lambda nw: weighted_rank(n3(k, t_binary(nw[0].encode())), nw[1]))
+        print(best[0], end="")
     print()
     print("# owners of key over nodes node-0..node-9 (key, owner)")
     nodes = [f"node-{i}" for i in range(10)]
