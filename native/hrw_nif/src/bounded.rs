@@ -28,8 +28,9 @@ fn assignments<'a>(
     if !rest.is_empty_list() {
         return bad_arg("keys must be a proper list");
     }
-    // Equal ids are equal keys: keep one of each.
-    entries.sort_unstable_by_key(|e| e.0);
+    // Equal ids are equal keys (`0.0` and `-0.0`): keep the first occurrence in
+    // the input (a stable sort keeps input order within equal ids).
+    entries.sort_by_key(|e| e.0);
     entries.dedup_by_key(|e| e.0);
     let ids: Vec<u64> = entries.iter().map(|e| e.0).collect();
     let node_ids: Vec<u64> = set.nodes.iter().map(|n| n.0).collect();
