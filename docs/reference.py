@@ -3,7 +3,10 @@
 
 Prints the pinned test vectors that the Rust and ExUnit suites assert, computed from the
 written spec rather than from the library, so a drift in either is caught.
-Needs `pip install xxhash`. Usage: python3 docs/reference.py [fixture test/fixtures/reference_owners.tsv]
+Needs `pip install xxhash`. Usage, one mode per run:
+  python3 docs/reference.py                                   # vectors
+  python3 docs/reference.py fixture test/fixtures/reference_owners.tsv
+  python3 docs/reference.py skeleton test/fixtures/reference_skeleton.tsv
 """
 import struct
 import xxhash
@@ -195,10 +198,196 @@ def fixture(path, cases=300, seed=7):
             out.write(f"{key}\t{','.join(nodes)}\t{ranked[0]}\t{','.join(ranked[:3])}\n")
 
 
+# -- §4 skeleton placements, written from docs/HASHING.md §4 alone ---------------------
+
+SKELETON_SALT = 0x736B656C65746F6E
+COIN_STEP = 0xA0761D6478BD642F
+COIN_XOR = 0xE7037ED1A0B428DB
+GOLDEN = 0x9E3779B97F4A7C15
+
+
+def threshold(wl, wr):
+    """t(wl, wr) = trunc(wl / (wl + wr) × 2^64); 0 when both are 0; 2^64 − 1 at the top."""
+    if wl + wr == 0.0:
+        return 0
+    x = (wl / (wl + wr)) * 2.0**64
+    return (1 << 64) - 1 if x >= 2.0**64 else int(x)
+
+
+def coin(seed, b):
+    x = (seed + (b + 1) * COIN_STEP) & MASK
+    m = x * (x ^ COIN_XOR)
+    return (m >> 64) ^ (m & MASK)
+
+
+class Leaf:
+    def __init__(self, nodes, weighted):
+        self.nodes = nodes  # [(route, index, id, weight)], ascending route
+        self.mass = 0.0
+        for node in nodes:
+            self.mass = self.mass + (node[3] if weighted else 1.0)
+
+
+class Split:
+    def __init__(self, bit, left, right):
+        self.bit, self.left, self.right = bit, left, right
+        self.mass = left.mass + right.mass
+
+
+def subtree(nodes, leaf_size, weighted):
+    if len(nodes) <= leaf_size:
+        return Leaf(nodes, weighted)
+    bit = 64 - (nodes[0][0] ^ nodes[-1][0]).bit_length()  # first differing bit, MSB = 0
+    left = [n for n in nodes if not (n[0] >> (63 - bit)) & 1]
+    right = [n for n in nodes if (n[0] >> (63 - bit)) & 1]
+    return Split(bit, subtree(left, leaf_size, weighted), subtree(right, leaf_size, weighted))
+
+
+def members(tree):
+    if isinstance(tree, Leaf):
+        return tree.nodes
+    return members(tree.left) + members(tree.right)
+
+
+def skeleton(entries, leaf_size):
+    """entries: [(id, weight)] in input order. Returns (root, weighted)."""
+    first = {}
+    for index, (node_id, weight) in enumerate(entries):
+        if node_id not in first:
+            first[node_id] = [index, weight]
+        elif weight > first[node_id][1]:
+            first[node_id][1] = weight
+    weighted = len({w for _, w in first.values()}) > 1
+    nodes = sorted((prep(i), index, i, w) for i, (index, w) in first.items())
+    return subtree(nodes, leaf_size, weighted), weighted, len(nodes)
+
+
+def skeleton_owners(sk, key_id, count):
+    """Input indices of the skeleton owners of `key_id`, ranks 0..min(count, N) - 1."""
+    root, weighted, n = sk
+    taken = []  # (route, weight) of the picked nodes, in rank order
+    out = []
+    for rank in range(min(count, n)):
+        seed = n3(key_id, SKELETON_SALT ^ ((rank * GOLDEN) & MASK))
+        tree = root
+        while isinstance(tree, Split):
+            sides = []
+            for side in (tree.left, tree.right):
+                routes = {x[0] for x in members(side)}
+                picked = [w for r, w in taken if r in routes]
+                removed = 0.0
+                for w in picked:
+                    removed = removed + w
+                sides.append((len(routes) - len(picked), max(0.0, side.mass - removed)))
+            (cl, wl), (cr, wr) = sides
+            if cl == 0:
+                go_left = False
+            elif cr == 0:
+                go_left = True
+            else:
+                go_left = coin(seed, tree.bit) < threshold(wl, wr)
+            tree = tree.left if go_left else tree.right
+        done = {r for r, _ in taken}
+        free = [x for x in tree.nodes if x[0] not in done]
+        if weighted:
+            best = min(free, key=lambda x: weighted_rank(n3(key_id, x[2]), x[3]))
+        else:
+            best = max(free, key=lambda x: n3(key_id, x[2]))
+        taken.append((best[0], best[3] if weighted else 1.0))
+        out.append(best[1])
+    return out
+
+
+def list_owners(entries, key_id, count, weighted):
+    """§1/§3 on a plain list: first occurrences, largest weights, sorted by rank."""
+    first = {}
+    for index, (node_id, weight) in enumerate(entries):
+        if node_id not in first:
+            first[node_id] = [index, weight]
+        elif weight > first[node_id][1]:
+            first[node_id][1] = weight
+    if weighted:
+        ranked = sorted(first.items(), key=lambda kv: weighted_rank(n3(key_id, kv[0]), kv[1][1]))
+    else:
+        ranked = sorted(first.items(), key=lambda kv: -n3(key_id, kv[0]))
+    return [index for _, (index, _) in ranked[:count]]
+
+
+def wide_weight(rng, kind):
+    """Weights for the skeleton fixture, as (Elixir-readable spec, binary64 value)."""
+    if kind == "int":
+        v = rng.choice([1, 1, 2, 3, 5, 10, 100, 2**53, 2**52 + 1, rng.randint(1, 2**53)])
+        return f"i{v}", float(v)
+    if kind == "tiny":  # mostly 1.0, a few weights near the bottom of the range
+        v = rng.choice([1.0] * 6 + [5e-324, 1e-323, 1e-310, 1e-300, 1e-290, 2.0**-1022])
+    elif kind == "subnormal":
+        v = struct.unpack("<d", struct.pack("<Q", rng.randint(1, 64)))[0]
+    elif kind == "equal":
+        v = 3.5
+    else:  # any binary64 from the smallest subnormal to 2^53
+        v = struct.unpack("<d", struct.pack("<Q", rng.randint(1, 0x4340000000000000)))[0]
+    return f"f{struct.unpack('<Q', struct.pack('<d', v))[0]:016x}", v
+
+
+def skeleton_fixture(path, sets=220, keys_per_set=30, seed=11):
+    """Lines `leaf_size<TAB>count<TAB>nodes<TAB>key=skeleton owners/list owners;...`.
+
+    nodes: `name` (unweighted set) or `name:weight` with weight `i<decimal>` or
+    `f<16 hex digits of the binary64>`; owners are indices into the node list."""
+    import random
+
+    rng = random.Random(seed)
+    kinds = ["plain", "int", "wide", "tiny", "subnormal", "equal", "wide"]
+    cases = 0
+    with open(path, "w") as out:
+        for i in range(sets):
+            kind = kinds[i % len(kinds)]
+            leaf = rng.choice([1, 2, 3, 4, 8, 16, 16, 32])
+            n = rng.choice([1, 2, leaf, leaf + 1, rng.randint(1, 3 * leaf + 3), rng.randint(1, 300)])
+            names = [f"n{rng.randrange(10**6)}-{j}" for j in range(n)]
+            if rng.random() < 0.25:  # repeated names, with other weights
+                names += rng.sample(names, min(3, n))
+            specs, entries = [], []
+            for name in names:
+                if kind == "plain":
+                    specs.append(name)
+                    entries.append((t_binary(name.encode()), 1.0))
+                else:
+                    spec, w = wide_weight(rng, kind)
+                    specs.append(f"{name}:{spec}")
+                    entries.append((t_binary(name.encode()), w))
+            weighted = kind != "plain"
+            sk = skeleton(entries, leaf)
+            count = rng.choice([1, 2, 3, 5, n + 2])
+            cells = []
+            for _ in range(keys_per_set):
+                key = f"k{rng.randrange(10**9)}"
+                kid = t_binary(key.encode())
+                so = skeleton_owners(sk, kid, count)
+                lo = list_owners(entries, kid, count, weighted)
+                cells.append(f"{key}={','.join(map(str, so))}/{','.join(map(str, lo))}")
+                cases += 1
+            out.write(f"{leaf}\t{count}\t{','.join(specs)}\t{';'.join(cells)}\n")
+    return cases
+
+
+def pinned_skeleton():
+    """The Rust `pinned_owners` sets: ids 0..99 (weights 1 + i % 5), keys k × 1000003."""
+    plain = skeleton([(i, 1.0) for i in range(100)], 16)
+    weighted = skeleton([(i, 1.0 + i % 5) for i in range(100)], 16)
+    print("# skeleton pinned (Rust pinned_owners): owner, weighted owner, owners(3)")
+    print([skeleton_owners(plain, k * 1000003, 1)[0] for k in range(12)])
+    print([skeleton_owners(weighted, k * 1000003, 1)[0] for k in range(12)])
+    print([skeleton_owners(plain, k * 1000003, 3) for k in range(4)])
+
+
 if __name__ == "__main__":
     import sys
 
     if len(sys.argv) > 2 and sys.argv[1] == "fixture":
         fixture(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] == "skeleton":
+        print(skeleton_fixture(sys.argv[2]), "cases")
     else:
         print_vectors()
+        pinned_skeleton()

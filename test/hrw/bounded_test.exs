@@ -52,6 +52,32 @@ defmodule HRW.BoundedTest do
     assert HRW.Bounded.assignments([], nodes) == %{}
   end
 
+  test "of two keys with one id (0.0 and -0.0), the first in the input is the map's key" do
+    neg_zero = :erlang.binary_to_term(<<131, 70, 128, 0, 0, 0, 0, 0, 0, 0>>)
+
+    zero_key = fn map ->
+      map |> Map.keys() |> Enum.filter(&(&1 == 0)) |> Enum.map(&<<&1::float>>)
+    end
+
+    for nodes <- [["x"], ["x", "y", "z"]], tail <- [[], ["k1", "k2", "k3"]] do
+      assert zero_key.(HRW.Bounded.assignments([neg_zero, 0.0 | tail], nodes)) == [
+               <<neg_zero::float>>
+             ]
+
+      assert zero_key.(HRW.Bounded.assignments([0.0, neg_zero | tail], nodes)) == [<<0.0::float>>]
+
+      assert zero_key.(HRW.Bounded.assignments(tail ++ [neg_zero, 0.0], nodes)) == [
+               <<neg_zero::float>>
+             ]
+    end
+
+    # Nodes too: the first occurrence's term is the one assigned.
+    for nodes <- [[neg_zero, 0.0], [0.0, neg_zero]] do
+      [node] = HRW.Bounded.assignments(["k"], nodes) |> Map.values()
+      assert <<node::float>> == <<hd(nodes)::float>>
+    end
+  end
+
   test "adding a node moves a bounded share of the keys" do
     nodes = node_names(100)
     keys = keys(10_000)
