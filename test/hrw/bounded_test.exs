@@ -59,16 +59,13 @@ defmodule HRW.BoundedTest do
       map |> Map.keys() |> Enum.filter(&(&1 == 0)) |> Enum.map(&<<&1::float>>)
     end
 
-    for nodes <- [["x"], ["x", "y", "z"]], tail <- [[], ["k1", "k2", "k3"]] do
-      assert zero_key.(HRW.Bounded.assignments([neg_zero, 0.0 | tail], nodes)) == [
-               <<neg_zero::float>>
-             ]
-
-      assert zero_key.(HRW.Bounded.assignments([0.0, neg_zero | tail], nodes)) == [<<0.0::float>>]
-
-      assert zero_key.(HRW.Bounded.assignments(tail ++ [neg_zero, 0.0], nodes)) == [
-               <<neg_zero::float>>
-             ]
+    # Long key lists too (an unstable sort keeps either of equal ids there).
+    for nodes <- [["x"], ["x", "y", "z"]], n <- [0, 3, 100, 1000], at <- [0, div(n, 2), n] do
+      {front, back} = Enum.split(Enum.map(1..n//1, &"k#{&1}"), at)
+      first = HRW.Bounded.assignments(front ++ [neg_zero] ++ back ++ [0.0], nodes)
+      assert zero_key.(first) == [<<neg_zero::float>>], "n=#{n} at=#{at}"
+      first = HRW.Bounded.assignments(front ++ [0.0] ++ back ++ [neg_zero], nodes)
+      assert zero_key.(first) == [<<0.0::float>>], "n=#{n} at=#{at}"
     end
 
     # Nodes too: the first occurrence's term is the one assigned.
