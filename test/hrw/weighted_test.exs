@@ -177,15 +177,16 @@ defmodule HRW.WeightedTest do
   end
 
   test "Ring.nodes/1 and Skeleton.nodes/1 return weights exactly as given" do
+    # Compared with ===: 1.0e10 must not come back as the integer 10000000000.
     nodes = [{"a", 1.0e10}, {"b", 2}, {"c", 2.0}, {"d", 5.0e-324}, {"e", 2 ** 53}]
-    assert HRW.Ring.nodes(HRW.Ring.new(nodes, scorer: @w)) == nodes
-    assert HRW.Skeleton.nodes(HRW.build(nodes, scorer: @w)) == nodes
+    assert HRW.Ring.nodes(HRW.Ring.new(nodes, scorer: @w)) === nodes
+    assert HRW.Skeleton.nodes(HRW.build(nodes, scorer: @w)) === nodes
 
     # A repeated node: its first term, with its largest weight as first written.
     dups = [{"a", 1}, {"b", 3}, {"a", 2.0}, {"a", 2}, {"b", 3.0}]
     expected = [{"a", 2.0}, {"b", 3}]
-    assert HRW.Ring.nodes(HRW.Ring.new(dups, scorer: @w)) == expected
-    assert HRW.Skeleton.nodes(HRW.build(dups, scorer: @w)) == expected
+    assert HRW.Ring.nodes(HRW.Ring.new(dups, scorer: @w)) === expected
+    assert HRW.Skeleton.nodes(HRW.build(dups, scorer: @w)) === expected
 
     # And they survive a rebuild from another node's copy.
     ring = HRW.Ring.new(nodes, scorer: @w)
