@@ -297,7 +297,15 @@ impl Skeleton {
                     let split: Vec<Weight> =
                         weights[lo..hi].iter().map(|&w| Weight::new(w)).collect();
                     blocks.extend(split.iter().map(Weight::pack));
-                    blocks.extend(split.iter().map(|w| (1.0 / w.m).to_bits()));
+                    // For the leaf bounds (`weighted_pick`): 2^(E - e) / m, with E the
+                    // leaf's largest weight exponent: every cost scaled by the same
+                    // 2^E, so bounds compare as floats (infinite for the very lightest
+                    // nodes, which is still a valid bound).
+                    let top = split.iter().map(|w| w.shift).min().unwrap_or(0) >> 52;
+                    blocks.extend(split.iter().map(|w| {
+                        let k = ((w.shift >> 52) - top) as i32;
+                        ((1.0 / w.m) * 2f64.powi(k / 2) * 2f64.powi(k - k / 2)).to_bits()
+                    }));
                 }
                 blocks.extend(
                     index[lo..hi]
@@ -461,36 +469,42 @@ impl Skeleton {
     /// a^3 / (3 (1 - a))]`; times `log2(e)` that bounds `-log2(u)`, which the computed
     /// cost `c` (weighted.rs) matches within 1.6e-12. Each bound is widened by 1e-11,
     /// which also covers the ~2^-52 relative error of multiplying by `1/m` instead
-    /// of dividing by `m`, then turned into a cost key like `c` is: a key is monotone
-    /// in its quotient, so a node whose lower key exceeds the smallest upper key has a
-    /// larger exact key than that node: it cannot win. Usually one node is left and
-    /// no logarithm is taken at all. Keys are integers for every weight, so no bound
-    /// overflows or underflows whatever the weights' range.
+    /// of dividing by `m`. Bounds are costs times 2^E (E the leaf's largest weight
+    /// exponent; an exact scaling, or infinity), so a node whose lower bound exceeds
+    /// the smallest upper bound has a larger exact cost key than that node: it cannot
+    /// win. Usually one node is left and no logarithm is taken at all; the exact
+    /// comparison uses the integer cost keys of docs/HASHING.md §3.
     fn weighted_pick(&self, off: usize, m: usize, tk: u64, skip: impl Fn(usize) -> bool) -> usize {
         const LOG2_E: f64 = std::f64::consts::LOG2_E;
-        let key_of = |q: f64, shift: u64| if q == 0.0 { 0 } else { q.to_bits() + shift };
-        let bounds = |j: usize| -> (u64, u64, u64) {
+        let bounds = |j: usize| -> (u64, f64, f64) {
             let score = n3::score_prepared(tk, self.blocks[off + j]);
-            let shift = Weight::unpack(self.blocks[off + m + j]).shift;
             let inv = f64::from_bits(self.blocks[off + 2 * m + j]);
             let a = 1.0 - uniform_numerator(score) as f64 * (1.0 / (1u64 << 53) as f64);
             let head = a + 0.5 * a * a;
             // a^3 / (3 (1 - a)) <= 2a^3 / 3 while a <= 1/2; past it (a multiple of
             // 2^-53) the last term adds at least 128 > -log2(2^-53).
             let tail = (2.0 / 3.0) * a * a * a + (a - 0.5).max(0.0) * (1u64 << 60) as f64;
+            // `inv` may be infinite: then `lo` is infinite or NaN (0 × ∞), and
+            // neither prunes wrongly (a NaN never compares greater).
             let lo = (head * LOG2_E - 1e-11).max(0.0) * inv;
             let up = ((head + tail) * LOG2_E + 1e-11) * inv;
-            (score, key_of(lo, shift), key_of(up, shift))
+            (score, lo, up)
         };
         // Lower bounds of the first nodes are kept for the second pass.
-        let mut lowers = [0u64; 32];
-        let (mut upper, mut j0) = (u64::MAX, usize::MAX);
+        let mut lowers = [0.0f64; 32];
+        let (mut upper, mut j0) = (f64::INFINITY, usize::MAX);
         for j in (0..m).filter(|&j| !skip(j)) {
             let (_, lo, up) = bounds(j);
             if let Some(slot) = lowers.get_mut(j) {
                 *slot = lo;
             }
-            j0 = if up < upper { j } else { j0 };
+            // The first candidate is j0 until beaten: some node is, even when
+            // every upper bound is infinite.
+            j0 = if up < upper || j0 == usize::MAX {
+                j
+            } else {
+                j0
+            };
             upper = upper.min(up);
         }
         if j0 == usize::MAX {

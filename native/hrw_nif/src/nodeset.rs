@@ -82,4 +82,3 @@ impl<'a> NodeSet<'a> {
         (resource, nodes, weights, fp).encode(env)
     }
 }
-

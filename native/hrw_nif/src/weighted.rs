@@ -34,10 +34,9 @@ pub fn decode_weighted<'a>(entry: Term<'a>) -> Outcome<(Term<'a>, f64, Term<'a>)
     };
     match weight {
         Some(w) if valid_weight(w) => Ok((fields[0], w, term)),
-        Some(w) if w.is_nan() || w <= 0.0 => bad_arg(format!(
-            "weight must be positive, got: {}",
-            describe(term)
-        )),
+        Some(w) if w.is_nan() || w <= 0.0 => {
+            bad_arg(format!("weight must be positive, got: {}", describe(term)))
+        }
         _ => bad_arg(format!(
             "weight must be at most 2^53 (9007199254740992), got: {}",
             describe(term)
@@ -79,7 +78,10 @@ fn describe(term: Term) -> String {
 fn score(key: Term, entry: Term, mut budget: Budget) -> Outcome<u128> {
     let (node, weight, _) = decode_weighted(entry)?;
     let k = n3::prep(term_id(key, &mut budget)?);
-    let st = Standing::new(n3::score(k, term_id(node, &mut budget)?), Weight::new(weight));
+    let st = Standing::new(
+        n3::score(k, term_id(node, &mut budget)?),
+        Weight::new(weight),
+    );
     Ok(!st.rank())
 }
 
