@@ -3,7 +3,17 @@
 
 Prints the pinned test vectors that the Rust and ExUnit suites assert, computed from the
 written spec rather than from the library, so a drift in either is caught.
-Needs `pip install xxhash`. Usage: python3 docs/reference.py [fixture test/fixtures/reference_owners.tsv]
+
+The skeleton part (§4) follows the text step by step and shares no structure with
+native/hrw_core/src/skeleton.rs: a recursive trie of Python objects instead of the
+breadth-first array with filler slots, weight sums removed by rescanning each
+subtree's members per step instead of per-slot tables, leaf picks by the exact §3
+key of every node instead of bounds that skip the logarithm, and weights split with
+math.frexp instead of bit fields.
+Needs `pip install xxhash`. Usage, one mode per run:
+  python3 docs/reference.py                                   # vectors
+  python3 docs/reference.py fixture test/fixtures/reference_owners.tsv
+  python3 docs/reference.py skeleton test/fixtures/reference_skeleton.tsv
 """
 import struct
 import xxhash
@@ -82,30 +92,45 @@ def t_map(pairs):
     return tagged(0x08, b"".join(ids(p) for p in sorted(pairs)))
 
 
-def ln_int(n):
-    """ln(n) for 1 <= n <= 2^53 from basic IEEE-754 operations (docs/HASHING.md §3)."""
-    import math
+# -- §3 weighted costs ---------------------------------------------------------------
+
+TWO_OVER_LN2 = struct.unpack("<d", struct.pack("<Q", 0x40071547652B82FE))[0]
+
+
+def neg_log2_uniform(score):
+    """c = -log2(n / 2^53), n = floor(score / 2^11) + 1, as docs/HASHING.md §3 spells it."""
+    n = (score >> 11) + 1
     e = n.bit_length() - 1
     m = float(n) / float(1 << e)
-    e = float(e)
-    if m > math.sqrt(2.0):
-        m *= 0.5
-        e += 1.0
     s = (m - 1.0) / (m + 1.0)
-    s2 = s * s
-    poly = 1.0 / 21.0
+    z = s * s
+    p = 1.0 / 21.0
     for d in [19.0, 17.0, 15.0, 13.0, 11.0, 9.0, 7.0, 5.0, 3.0, 1.0]:
-        poly = poly * s2 + 1.0 / d
-    return e * math.log(2.0) + 2.0 * s * poly
+        p = p * z + 1.0 / d
+    g = min((s * p) * TWO_OVER_LN2, 1.0)
+    return float(53 - e) - g
 
 
-def weighted_cost(score, weight):
+def cost_key(score, weight):
+    """§3: w = m·2^e (1 <= m < 2); q = c / m; key = bits(q) + (53 - e)·2^52, or 0."""
     import math
-    return (53.0 * math.log(2.0) - ln_int((score >> 11) + 1)) / weight
+    f, x = math.frexp(float(weight))  # weight = f·2^x, 0.5 <= f < 1, exact
+    m, e = 2.0 * f, x - 1
+    q = neg_log2_uniform(score) / m
+    if q == 0.0:
+        return 0
+    return struct.unpack("<Q", struct.pack("<d", q))[0] + ((53 - e) << 52)
+
+
+def weighted_rank(score, weight):
+    """Lower wins: the cost key, then the higher raw score."""
+    return (cost_key(score, weight), -score)
 
 
 WEIGHTED = [(0, 1.0), (2**64 - 1, 1.0), (0x89DB37561974918F, 1.0), (0x46C048F57BEF0291, 2.0),
-            (0x0123456789ABCDEF, 0.5), (0xFEDCBA9876543210, 10.0), (1 << 63, 3.0), (12345678901234567, 7.25)]
+            (0x0123456789ABCDEF, 0.5), (0xFEDCBA9876543210, 10.0), (1 << 63, 3.0), (12345678901234567, 7.25),
+            (0x1234, 5e-324, ), (0xFFFFFFFFFFFFF7FF, 9007199254740992.0), (0xFFFFFFFFFFFFF800, 1e-310),
+            (0x5A5A5A5A5A5A5A5A, 1e-300), (0x5A5A5A5A5A5A5A5A, 2.0**-1022)]
 
 # (label, Elixir source of the term, id)
 TERMS = [
@@ -142,9 +167,9 @@ def print_vectors():
     print("# N3 (key, node, score)")
     for k, n in N3_PAIRS:
         print(f"({k:#x}, {n:#x}, {n3(k, n):#x}),")
-    print("# weighted (score, weight, cost bits)")
+    print("# weighted (score, weight, cost key)")
     for sc, w in WEIGHTED:
-        print(f"({sc:#x}, {w!r}, {struct.unpack('<Q', struct.pack('<d', weighted_cost(sc, w)))[0]:#x}),")
+        print(f"({sc:#x}, {w!r}, {cost_key(sc, w):#x}),")
     print("# term ids (label, source, id)")
     for label, src, i in TERMS:
         print(f"{label!r}, {src}, {i:#018x}")
@@ -152,9 +177,8 @@ def print_vectors():
     wnodes = [("a", 1.0), ("b", 2.0), ("c", 3.0), ("d", 10.0), ("e", 0.5)]
     for key in [f"key-{i}" for i in range(1, 21)]:
         k = t_binary(key.encode())
-        best = min(wnodes, key=lambda nw: (weighted_cost(n3(k, t_binary(nw[0].encode())), nw[1]),
-                                           -n3(k, t_binary(nw[0].encode()))))
-        print(f"{key!r} -> {best[0]}", end="  ")
+        best = min(wnodes, key=lambda nw: weighted_rank(n3(k, t_binary(nw[0].encode())), nw[1]))
+        print(best[0], end="")
     print()
     print("# owners of key over nodes node-0..node-9 (key, owner)")
     nodes = [f"node-{i}" for i in range(10)]
@@ -181,10 +205,196 @@ def fixture(path, cases=300, seed=7):
             out.write(f"{key}\t{','.join(nodes)}\t{ranked[0]}\t{','.join(ranked[:3])}\n")
 
 
+# -- §4 skeleton placements, written from docs/HASHING.md §4 alone ---------------------
+
+SKELETON_SALT = 0x736B656C65746F6E
+COIN_STEP = 0xA0761D6478BD642F
+COIN_XOR = 0xE7037ED1A0B428DB
+GOLDEN = 0x9E3779B97F4A7C15
+
+
+def threshold(wl, wr):
+    """t(wl, wr) = trunc(wl / (wl + wr) × 2^64); 0 when both are 0; 2^64 − 1 at the top."""
+    if wl + wr == 0.0:
+        return 0
+    x = (wl / (wl + wr)) * 2.0**64
+    return (1 << 64) - 1 if x >= 2.0**64 else int(x)
+
+
+def coin(seed, b):
+    x = (seed + (b + 1) * COIN_STEP) & MASK
+    m = x * (x ^ COIN_XOR)
+    return (m >> 64) ^ (m & MASK)
+
+
+class Leaf:
+    def __init__(self, nodes, weighted):
+        self.nodes = nodes  # [(route, index, id, weight)], ascending route
+        self.mass = 0.0
+        for node in nodes:
+            self.mass = self.mass + (node[3] if weighted else 1.0)
+
+
+class Split:
+    def __init__(self, bit, left, right):
+        self.bit, self.left, self.right = bit, left, right
+        self.mass = left.mass + right.mass
+
+
+def subtree(nodes, leaf_size, weighted):
+    if len(nodes) <= leaf_size:
+        return Leaf(nodes, weighted)
+    bit = 64 - (nodes[0][0] ^ nodes[-1][0]).bit_length()  # first differing bit, MSB = 0
+    left = [n for n in nodes if not (n[0] >> (63 - bit)) & 1]
+    right = [n for n in nodes if (n[0] >> (63 - bit)) & 1]
+    return Split(bit, subtree(left, leaf_size, weighted), subtree(right, leaf_size, weighted))
+
+
+def members(tree):
+    if isinstance(tree, Leaf):
+        return tree.nodes
+    return members(tree.left) + members(tree.right)
+
+
+def skeleton(entries, leaf_size):
+    """entries: [(id, weight)] in input order. Returns (root, weighted)."""
+    first = {}
+    for index, (node_id, weight) in enumerate(entries):
+        if node_id not in first:
+            first[node_id] = [index, weight]
+        elif weight > first[node_id][1]:
+            first[node_id][1] = weight
+    weighted = len({w for _, w in first.values()}) > 1
+    nodes = sorted((prep(i), index, i, w) for i, (index, w) in first.items())
+    return subtree(nodes, leaf_size, weighted), weighted, len(nodes)
+
+
+def skeleton_owners(sk, key_id, count):
+    """Input indices of the skeleton owners of `key_id`, ranks 0..min(count, N) - 1."""
+    root, weighted, n = sk
+    taken = []  # (route, weight) of the picked nodes, in rank order
+    out = []
+    for rank in range(min(count, n)):
+        seed = n3(key_id, SKELETON_SALT ^ ((rank * GOLDEN) & MASK))
+        tree = root
+        while isinstance(tree, Split):
+            sides = []
+            for side in (tree.left, tree.right):
+                routes = {x[0] for x in members(side)}
+                picked = [w for r, w in taken if r in routes]
+                removed = 0.0
+                for w in picked:
+                    removed = removed + w
+                sides.append((len(routes) - len(picked), max(0.0, side.mass - removed)))
+            (cl, wl), (cr, wr) = sides
+            if cl == 0:
+                go_left = False
+            elif cr == 0:
+                go_left = True
+            else:
+                go_left = coin(seed, tree.bit) < threshold(wl, wr)
+            tree = tree.left if go_left else tree.right
+        done = {r for r, _ in taken}
+        free = [x for x in tree.nodes if x[0] not in done]
+        if weighted:
+            best = min(free, key=lambda x: weighted_rank(n3(key_id, x[2]), x[3]))
+        else:
+            best = max(free, key=lambda x: n3(key_id, x[2]))
+        taken.append((best[0], best[3] if weighted else 1.0))
+        out.append(best[1])
+    return out
+
+
+def list_owners(entries, key_id, count, weighted):
+    """§1/§3 on a plain list: first occurrences, largest weights, sorted by rank."""
+    first = {}
+    for index, (node_id, weight) in enumerate(entries):
+        if node_id not in first:
+            first[node_id] = [index, weight]
+        elif weight > first[node_id][1]:
+            first[node_id][1] = weight
+    if weighted:
+        ranked = sorted(first.items(), key=lambda kv: weighted_rank(n3(key_id, kv[0]), kv[1][1]))
+    else:
+        ranked = sorted(first.items(), key=lambda kv: -n3(key_id, kv[0]))
+    return [index for _, (index, _) in ranked[:count]]
+
+
+def wide_weight(rng, kind):
+    """Weights for the skeleton fixture, as (Elixir-readable spec, binary64 value)."""
+    if kind == "int":
+        v = rng.choice([1, 1, 2, 3, 5, 10, 100, 2**53, 2**52 + 1, rng.randint(1, 2**53)])
+        return f"i{v}", float(v)
+    if kind == "tiny":  # mostly 1.0, a few weights near the bottom of the range
+        v = rng.choice([1.0] * 6 + [5e-324, 1e-323, 1e-310, 1e-300, 1e-290, 2.0**-1022])
+    elif kind == "subnormal":
+        v = struct.unpack("<d", struct.pack("<Q", rng.randint(1, 64)))[0]
+    elif kind == "equal":
+        v = 3.5
+    else:  # any binary64 from the smallest subnormal to 2^53
+        v = struct.unpack("<d", struct.pack("<Q", rng.randint(1, 0x4340000000000000)))[0]
+    return f"f{struct.unpack('<Q', struct.pack('<d', v))[0]:016x}", v
+
+
+def skeleton_fixture(path, sets=220, keys_per_set=30, seed=11):
+    """Lines `leaf_size<TAB>count<TAB>nodes<TAB>key=skeleton owners/list owners;...`.
+
+    nodes: `name` (unweighted set) or `name:weight` with weight `i<decimal>` or
+    `f<16 hex digits of the binary64>`; owners are indices into the node list."""
+    import random
+
+    rng = random.Random(seed)
+    kinds = ["plain", "int", "wide", "tiny", "subnormal", "equal", "wide"]
+    cases = 0
+    with open(path, "w") as out:
+        for i in range(sets):
+            kind = kinds[i % len(kinds)]
+            leaf = rng.choice([1, 2, 3, 4, 8, 16, 16, 32])
+            n = rng.choice([1, 2, leaf, leaf + 1, rng.randint(1, 3 * leaf + 3), rng.randint(1, 300)])
+            names = [f"n{rng.randrange(10**6)}-{j}" for j in range(n)]
+            if rng.random() < 0.25:  # repeated names, with other weights
+                names += rng.sample(names, min(3, n))
+            specs, entries = [], []
+            for name in names:
+                if kind == "plain":
+                    specs.append(name)
+                    entries.append((t_binary(name.encode()), 1.0))
+                else:
+                    spec, w = wide_weight(rng, kind)
+                    specs.append(f"{name}:{spec}")
+                    entries.append((t_binary(name.encode()), w))
+            weighted = kind != "plain"
+            sk = skeleton(entries, leaf)
+            count = rng.choice([1, 2, 3, 5, n + 2])
+            cells = []
+            for _ in range(keys_per_set):
+                key = f"k{rng.randrange(10**9)}"
+                kid = t_binary(key.encode())
+                so = skeleton_owners(sk, kid, count)
+                lo = list_owners(entries, kid, count, weighted)
+                cells.append(f"{key}={','.join(map(str, so))}/{','.join(map(str, lo))}")
+                cases += 1
+            out.write(f"{leaf}\t{count}\t{','.join(specs)}\t{';'.join(cells)}\n")
+    return cases
+
+
+def pinned_skeleton():
+    """The Rust `pinned_owners` sets: ids 0..99 (weights 1 + i % 5), keys k × 1000003."""
+    plain = skeleton([(i, 1.0) for i in range(100)], 16)
+    weighted = skeleton([(i, 1.0 + i % 5) for i in range(100)], 16)
+    print("# skeleton pinned (Rust pinned_owners): owner, weighted owner, owners(3)")
+    print([skeleton_owners(plain, k * 1000003, 1)[0] for k in range(12)])
+    print([skeleton_owners(weighted, k * 1000003, 1)[0] for k in range(12)])
+    print([skeleton_owners(plain, k * 1000003, 3) for k in range(4)])
+
+
 if __name__ == "__main__":
     import sys
 
     if len(sys.argv) > 2 and sys.argv[1] == "fixture":
         fixture(sys.argv[2])
+    elif len(sys.argv) > 2 and sys.argv[1] == "skeleton":
+        print(skeleton_fixture(sys.argv[2]), "cases")
     else:
         print_vectors()
+        pinned_skeleton()

@@ -59,7 +59,7 @@ defmodule HRW.Native do
   @spec score(term(), term()) :: non_neg_integer()
   def score(key, node), do: twin(:score, [key, node])
 
-  @spec weighted_score(term(), term()) :: float()
+  @spec weighted_score(term(), term()) :: non_neg_integer()
   def weighted_score(key, entry), do: twin(:weighted_score, [key, entry])
 
   # -- lists ---------------------------------------------------------------------

@@ -2,17 +2,23 @@ defmodule HRW.Weighted do
   @moduledoc """
   Weighted rendezvous: a node of weight `w` owns a share `w / Σw` of the keys.
 
-  Nodes are `{node, weight}` tuples with positive numeric weights (integers or
-  floats). Use it with lists, rings and skeletons:
+  Nodes are `{node, weight}` tuples; a weight is an integer or a float with
+  `0 < weight <= 2 ** 53` (anything else raises `ArgumentError`, on every path). Use
+  it with lists, rings and skeletons:
 
       HRW.owner(key, [{"big", 4}, {"small", 1}], scorer: %HRW.Weighted{})
 
   Owners are always the bare node, never the tuple. Scoring follows the logarithmic
-  method (cost `-ln(u) / w`, lowest wins) over a 53-bit uniform drawn from N3, with
-  `ln` computed from basic IEEE-754 operations only, so the same weighted owner comes
-  out on every platform. Equal weights give exactly the unweighted owners. Changing
-  one node's weight moves keys only to or from that node. A node listed twice
-  competes with the larger of its weights.
+  method (cost `-log2(u) / w`, lowest wins) over a 53-bit uniform drawn from N3, with
+  the logarithm computed from basic IEEE-754 operations only and costs compared
+  exactly, so the same weighted owner comes out on every platform, for any weights
+  from the smallest positive float (`5.0e-324`) to `2 ** 53`
+  (docs/HASHING.md §3). Equal weights give exactly the unweighted owners, and
+  multiplying every weight by the same power of two changes nothing. Changing one
+  node's weight moves keys only to or from that node. A node listed twice counts
+  once: its first occurrence's term, with the larger of its weights.
+  `HRW.Ring.nodes/1` and `HRW.Skeleton.nodes/1` return each weight exactly as
+  given (`1.0e10` stays a float).
 
   With a `hash_fn`, scoring runs in Elixir with hrw 0.2.1's formula
   (`(hash / 0x7FFFFFF) ** (1 / weight)`), for migration.
@@ -32,33 +38,64 @@ defmodule HRW.Weighted do
   @doc """
   Scores the weighted node `{node, weight}` for `key`; the highest score wins.
 
-  Natively (no `hash_fn`) the score is minus the cost `-ln(u) / weight`.
+  Natively (no `hash_fn`) the score is a non-negative integer below `2 ** 128` that
+  orders nodes exactly as owners are chosen: `(2 ** 64 - 1 - cost_key) * 2 ** 64 +
+  n3_score`, the cost key of docs/HASHING.md §3 (lower cost, then higher N3 score,
+  wins). It is exact for every valid weight: no cost overflows or rounds.
 
   ## Examples
 
       iex> s = HRW.Weighted.score(%HRW.Weighted{}, "key", {"node", 2})
-      iex> s < 0
+      iex> is_integer(s) and s > 0
+      true
+      iex> HRW.Weighted.score(%HRW.Weighted{}, "key", {"node", 2}) <
+      ...>   HRW.Weighted.score(%HRW.Weighted{}, "key", {"node", 2 * 2 ** 20})
       true
       iex> HRW.Weighted.score(%HRW.Weighted{hash_fn: fn _ -> 0x7FFFFFF end}, "key", {"node", 2})
       1.0
   """
   @impl HRW.Scorer
-  @spec score(t(), term(), {term(), number()}) :: float()
+  @spec score(t(), term(), {term(), number()}) :: number()
   def score(%__MODULE__{hash_fn: nil}, key, entry) do
     Native.weighted_score(key, entry)
   end
 
-  def score(%__MODULE__{hash_fn: hash_fn}, key, {node, weight})
-      when is_number(weight) and weight > 0 do
+  def score(%__MODULE__{hash_fn: hash_fn}, key, {node, weight}) do
     normalized = (hash_fn.({key, node}) &&& @phash2_max) / @phash2_max
-    :math.pow(normalized, exponent(weight))
+    :math.pow(normalized, exponent(checked_weight!(weight)))
   end
 
   def score(%__MODULE__{}, _key, entry) do
     raise ArgumentError,
-          "weighted nodes must be {node, weight} tuples with a positive number as weight, " <>
-            "got: #{HRW.brief(entry)}"
+          "weighted nodes must be {node, weight} tuples, got: #{describe(entry)}"
   end
+
+  @max_weight 9_007_199_254_740_992
+
+  # The native paths' rule, exactly: an integer or float in (0, 2^53].
+  defp checked_weight!(weight)
+       when is_number(weight) and weight > 0 and weight <= @max_weight,
+       do: weight
+
+  defp checked_weight!(weight) when is_number(weight) and weight <= 0,
+    do: raise(ArgumentError, "weight must be positive, got: #{HRW.brief(weight)}")
+
+  defp checked_weight!(weight) when is_number(weight),
+    do:
+      raise(
+        ArgumentError,
+        "weight must be at most 2^53 (9007199254740992), got: #{HRW.brief(weight)}"
+      )
+
+  defp checked_weight!(weight),
+    do: raise(ArgumentError, "weight must be a number, got: #{HRW.brief(weight)}")
+
+  # Bounded in size and time even when a tuple holds a huge integer.
+  defp describe(entry) when is_tuple(entry) and tuple_size(entry) <= 3,
+    do: "{" <> Enum.map_join(Tuple.to_list(entry), ", ", &HRW.brief/1) <> "}"
+
+  defp describe(entry) when is_tuple(entry), do: "a tuple of #{tuple_size(entry)} elements"
+  defp describe(entry), do: HRW.brief(entry)
 
   # `1 / weight`, saturated where it leaves the float range: the limits of
   # `normalized ** (1 / weight)` as the exponent grows (a tiny weight) or shrinks (an

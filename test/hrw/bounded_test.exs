@@ -52,6 +52,29 @@ defmodule HRW.BoundedTest do
     assert HRW.Bounded.assignments([], nodes) == %{}
   end
 
+  test "of two keys with one id (0.0 and -0.0), the first in the input is the map's key" do
+    neg_zero = :erlang.binary_to_term(<<131, 70, 128, 0, 0, 0, 0, 0, 0, 0>>)
+
+    zero_key = fn map ->
+      map |> Map.keys() |> Enum.filter(&(&1 == 0)) |> Enum.map(&<<&1::float>>)
+    end
+
+    # Long key lists too (an unstable sort keeps either of equal ids there).
+    for nodes <- [["x"], ["x", "y", "z"]], n <- [0, 3, 100, 1000], at <- [0, div(n, 2), n] do
+      {front, back} = Enum.split(Enum.map(1..n//1, &"k#{&1}"), at)
+      first = HRW.Bounded.assignments(front ++ [neg_zero] ++ back ++ [0.0], nodes)
+      assert zero_key.(first) == [<<neg_zero::float>>], "n=#{n} at=#{at}"
+      first = HRW.Bounded.assignments(front ++ [0.0] ++ back ++ [neg_zero], nodes)
+      assert zero_key.(first) == [<<0.0::float>>], "n=#{n} at=#{at}"
+    end
+
+    # Nodes too: the first occurrence's term is the one assigned.
+    for nodes <- [[neg_zero, 0.0], [0.0, neg_zero]] do
+      [node] = HRW.Bounded.assignments(["k"], nodes) |> Map.values()
+      assert <<node::float>> == <<hd(nodes)::float>>
+    end
+  end
+
   test "adding a node moves a bounded share of the keys" do
     nodes = node_names(100)
     keys = keys(10_000)

@@ -135,6 +135,51 @@ defmodule HRW.SkeletonTest do
     end
   end
 
+  @fixture Path.expand("../fixtures/reference_skeleton.tsv", __DIR__)
+
+  defp fixture_weight("i" <> digits), do: String.to_integer(digits)
+
+  defp fixture_weight("f" <> hex) do
+    <<w::float>> = <<String.to_integer(hex, 16)::64>>
+    w
+  end
+
+  defp fixture_node(spec) do
+    case String.split(spec, ":") do
+      [name] -> name
+      [name, weight] -> {name, fixture_weight(weight)}
+    end
+  end
+
+  test "owners with replicas match docs/reference.py (HASHING.md §4 alone), weighted and not" do
+    # Fixture: python3 docs/reference.py skeleton test/fixtures/reference_skeleton.tsv
+    cases =
+      for line <- File.stream!(@fixture), line = String.trim_trailing(line, "\n"), line != "" do
+        [leaf, count, specs, cells] = String.split(line, "\t")
+        {leaf, count} = {String.to_integer(leaf), String.to_integer(count)}
+        entries = specs |> String.split(",") |> Enum.map(&fixture_node/1)
+        weighted? = match?([{_, _} | _], entries)
+        opts = if weighted?, do: [scorer: %HRW.Weighted{}], else: []
+        skeleton = HRW.build(entries, [cluster_size: leaf] ++ opts)
+        ring = HRW.Ring.new(entries, opts)
+        node_at = fn i -> with {node, _} <- Enum.at(entries, i), do: node end
+
+        for cell <- String.split(cells, ";") do
+          [key, owners] = String.split(cell, "=")
+          [sk, flat] = owners |> String.split("/") |> Enum.map(&String.split(&1, ","))
+          expected = Enum.map(sk, &node_at.(String.to_integer(&1)))
+          flat = Enum.map(flat, &node_at.(String.to_integer(&1)))
+          assert HRW.owners(key, skeleton, count) == expected, "#{key} on #{line}"
+          assert HRW.owner(key, skeleton) == hd(expected)
+          assert HRW.owners(key, entries, count, opts) == flat, "#{key} (list) on #{line}"
+          assert HRW.owners(key, ring, count) == flat
+          1
+        end
+      end
+
+    assert cases |> List.flatten() |> length() > 6000
+  end
+
   test "bad input raises ArgumentError" do
     assert_raise ArgumentError, ~r/non-empty list/, fn -> HRW.build([]) end
     assert_raise ArgumentError, ~r/non-empty list/, fn -> HRW.build(%{}) end

@@ -2,15 +2,16 @@
 //! computed once at build. Same owners as the stateless list path, by construction.
 
 use crate::nodes::uniform_weights;
-use crate::weighted::Standing;
+use crate::weighted::{Standing, Weight};
 use crate::{n3, scan, work};
 
 /// Immutable after build; shared by all threads without locks.
 pub struct Ring {
     /// `n3::linear(id)` of each node: what the scans read.
     prepared: Vec<u64>,
-    /// Weights, or `None` when every weight is equal (then plain N3 decides).
-    weights: Option<Vec<f64>>,
+    /// Weights split for cost keys, or `None` when every weight is equal (plain N3
+    /// then decides, which is the same owner: docs/HASHING.md §3).
+    weights: Option<Vec<Weight>>,
 }
 
 impl Ring {
@@ -19,7 +20,8 @@ impl Ring {
         work::count(Ring::build_cost(nodes.len()));
         Ring {
             prepared: nodes.iter().map(|&(id, _)| n3::linear(id)).collect(),
-            weights: (!uniform_weights(nodes)).then(|| nodes.iter().map(|n| n.1).collect()),
+            weights: (!uniform_weights(nodes))
+                .then(|| nodes.iter().map(|n| Weight::new(n.1)).collect()),
         }
     }
 
@@ -68,11 +70,13 @@ impl Ring {
             None => scan::argmax(&self.prepared, tk),
             Some(weights) => {
                 work::count(work::WEIGHTED_SCORE * weights.len() as u64);
-                let mut best: Option<(Standing, usize)> = None;
+                // The lowest rank (cost key, then the higher score) wins; equal
+                // ranks would need equal ids, and keep the first index.
+                let mut best: Option<(u128, usize)> = None;
                 for (i, (&tn, &w)) in self.prepared.iter().zip(weights).enumerate() {
-                    let st = Standing::new(n3::score_prepared(tk, tn), w);
-                    if best.as_ref().is_none_or(|(b, _)| st.beats(b)) {
-                        best = Some((st, i));
+                    let r = Standing::new(n3::score_prepared(tk, tn), w).rank();
+                    if best.is_none_or(|(b, _)| r < b) {
+                        best = Some((r, i));
                     }
                 }
                 best.map(|(_, i)| i)
@@ -87,19 +91,15 @@ impl Ring {
             None => scan::top(&self.prepared, tk, count),
             Some(weights) => {
                 work::count((work::WEIGHTED_SCORE + work::ELEMENT) * weights.len() as u64);
-                let mut all: Vec<(Standing, usize)> = self
+                let mut all: Vec<(u128, usize)> = self
                     .prepared
                     .iter()
                     .zip(weights)
                     .enumerate()
-                    .map(|(i, (&tn, &w))| (Standing::new(n3::score_prepared(tk, tn), w), i))
+                    .map(|(i, (&tn, &w))| (Standing::new(n3::score_prepared(tk, tn), w).rank(), i))
                     .collect();
                 work::count(work::sort(all.len()));
-                all.sort_by(|a, b| {
-                    a.0.cost
-                        .total_cmp(&b.0.cost)
-                        .then(b.0.score.cmp(&a.0.score))
-                });
+                all.sort_unstable();
                 all.into_iter().take(count).map(|(_, i)| i).collect()
             }
         }

@@ -75,7 +75,7 @@
 
 use crate::n3;
 use crate::scan;
-use crate::weighted::Standing;
+use crate::weighted::{uniform_numerator, Standing, Weight};
 use crate::work;
 
 /// Default leaf size, chosen with `examples/skeleton_sim.rs` against 8 and 32: as
@@ -193,6 +193,8 @@ pub struct Skeleton {
     span: Vec<[u32; 2]>,
     /// Per slot (cold, for `owners`): its weight sum (its node count when unweighted).
     mass: Vec<f64>,
+    /// Per sorted position (cold, for `owners`; empty when unweighted): the weight.
+    weights: Vec<f64>,
     weighted: bool,
     len: usize,
     depth: usize,
@@ -301,8 +303,18 @@ impl Skeleton {
                 let pad = blocks.get(blocks.len().wrapping_sub(m)).copied();
                 blocks.extend(pad.into_iter().cycle().take(width - m));
                 if weighted {
-                    blocks.extend(weights[lo..hi].iter().map(|w| w.to_bits()));
-                    blocks.extend(weights[lo..hi].iter().map(|w| (1.0 / w).to_bits()));
+                    let split: Vec<Weight> =
+                        weights[lo..hi].iter().map(|&w| Weight::new(w)).collect();
+                    blocks.extend(split.iter().map(Weight::pack));
+                    // For the leaf bounds (`weighted_pick`): 2^(E - e) / m, with E the
+                    // leaf's largest weight exponent: every cost scaled by the same
+                    // 2^E, so bounds compare as floats (infinite for the very lightest
+                    // nodes, which is still a valid bound).
+                    let top = split.iter().map(|w| w.shift).min().unwrap_or(0) >> 52;
+                    blocks.extend(split.iter().map(|w| {
+                        let k = ((w.shift >> 52) - top) as i32;
+                        ((1.0 / w.m) * 2f64.powi(k / 2) * 2f64.powi(k - k / 2)).to_bits()
+                    }));
                 }
                 blocks.extend(
                     index[lo..hi]
@@ -358,8 +370,9 @@ impl Skeleton {
             let e = entries[slot];
             if e.is_leaf() {
                 let [lo, hi] = span[slot].map(|x| x as usize);
+                // In routing-key order, from 0.0 (docs/HASHING.md §4).
                 mass[slot] = if weighted {
-                    weights[lo..hi].iter().sum()
+                    weights[lo..hi].iter().fold(0.0, |sum, &w| sum + w)
                 } else {
                     (hi - lo) as f64
                 };
@@ -382,6 +395,7 @@ impl Skeleton {
             blocks,
             span,
             mass,
+            weights: if weighted { weights } else { Vec::new() },
             weighted,
             len: n,
             depth,
@@ -514,23 +528,30 @@ impl Skeleton {
     /// The logarithm is the expensive part (~40 ns of latency), so it is taken only
     /// between nodes that can still win. With `a = 1 - u` (exact in f64),
     /// `-ln(u) = a + a^2/2 + a^3/3 + ...` lies in `[a + a^2/2, a + a^2/2 +
-    /// a^3 / (3 (1 - a))]`, which bounds the cost `-ln(u) / w`. Each bound is widened by
-    /// 1e-12, far above the ~3e-14 rounding error of the computed cost and the
-    /// 2^-52 of using `1/w`, so a node whose lower bound exceeds the smallest upper
-    /// bound has a computed cost strictly above another node's: it cannot win.
-    /// Usually one node is left and no logarithm is taken at all. (The passes are
-    /// branch-free where the data decides, which matters more than the arithmetic.)
+    /// a^3 / (3 (1 - a))]`; times `log2(e)` that bounds `-log2(u)`, which the computed
+    /// cost `c` (weighted.rs) matches within 1.6e-12. Each bound is widened by 1e-11,
+    /// which also covers the ~2^-52 relative error of multiplying by `1/m` instead
+    /// of dividing by `m`. Bounds are costs times 2^E (E the leaf's largest weight
+    /// exponent; an exact scaling, or infinity), so a node whose lower bound exceeds
+    /// the smallest upper bound has a larger exact cost key than that node: it cannot
+    /// win. Usually one node is left and no logarithm is taken at all; the exact
+    /// comparison uses the integer cost keys of docs/HASHING.md §3.
     fn weighted_pick(&self, off: usize, m: usize, tk: u64, skip: impl Fn(usize) -> bool) -> usize {
+        const LOG2_E: f64 = std::f64::consts::LOG2_E;
         let bounds = |j: usize| -> (u64, f64, f64) {
             work::count(2 * work::SCORE);
             let score = n3::score_prepared(tk, self.blocks[off + j]);
             let inv = f64::from_bits(self.blocks[off + 2 * m + j]);
-            let a = 1.0 - ((score >> 11) + 1) as f64 * (1.0 / (1u64 << 53) as f64);
+            let a = 1.0 - uniform_numerator(score) as f64 * (1.0 / (1u64 << 53) as f64);
             let head = a + 0.5 * a * a;
             // a^3 / (3 (1 - a)) <= 2a^3 / 3 while a <= 1/2; past it (a multiple of
-            // 2^-53) the last term adds at least 128 > -ln(2^-53).
+            // 2^-53) the last term adds at least 128 > -log2(2^-53).
             let tail = (2.0 / 3.0) * a * a * a + (a - 0.5).max(0.0) * (1u64 << 60) as f64;
-            (score, (head - 1e-12) * inv, (head + tail + 1e-12) * inv)
+            // `inv` may be infinite: then `lo` is infinite or NaN (0 × ∞), and
+            // neither prunes wrongly (a NaN never compares greater).
+            let lo = (head * LOG2_E - 1e-11).max(0.0) * inv;
+            let up = ((head + tail) * LOG2_E + 1e-11) * inv;
+            (score, lo, up)
         };
         // Lower bounds of the first nodes are kept for the second pass.
         let mut lowers = [0.0f64; 32];
@@ -540,7 +561,13 @@ impl Skeleton {
             if let Some(slot) = lowers.get_mut(j) {
                 *slot = lo;
             }
-            j0 = if up < upper { j } else { j0 };
+            // The first candidate is j0 until beaten: some node is, even when
+            // every upper bound is infinite.
+            j0 = if up < upper || j0 == usize::MAX {
+                j
+            } else {
+                j0
+            };
             upper = upper.min(up);
         }
         if j0 == usize::MAX {
@@ -548,23 +575,20 @@ impl Skeleton {
         }
         let exact = |j: usize, score: u64| {
             work::count(work::WEIGHTED_SCORE);
-            Standing::new(score, f64::from_bits(self.blocks[off + m + j]))
+            Standing::new(score, Weight::unpack(self.blocks[off + m + j])).rank()
         };
-        let mut best: Option<(Standing, usize)> = None;
+        let mut best: Option<(u128, usize)> = None;
         for j in (0..m).filter(|&j| j != j0 && !skip(j)) {
             let lower = lowers.get(j).copied().unwrap_or_else(|| bounds(j).1);
             if lower > upper {
                 continue;
             }
-            if best.is_none() {
-                best = Some((exact(j0, bounds(j0).0), j0));
-            }
-            let st = exact(j, bounds(j).0);
-            let (b, bj) = best.expect("set just above");
-            // Equal standings would need equal ids (never here); the lower position
+            let (b, bj) = *best.get_or_insert_with(|| (exact(j0, bounds(j0).0), j0));
+            let r = exact(j, bounds(j).0);
+            // Equal ranks would need equal ids (never here); the lower position
             // then, as `weighted::argmin` keeps the first index.
-            if st.beats(&b) || (st == b && j < bj) {
-                best = Some((st, j));
+            if r < b || (r == b && j < bj) {
+                best = Some((r, j));
             }
         }
         best.map_or(j0, |(_, j)| j)
@@ -638,7 +662,7 @@ impl Skeleton {
                     self.unweighted_pick(off, m, tk, skip)
                 };
                 let w = if self.weighted {
-                    f64::from_bits(self.blocks[off + m + j])
+                    self.weights[lo + j]
                 } else {
                     1.0
                 };
@@ -659,8 +683,11 @@ impl Skeleton {
             } else if cr == 0 {
                 true
             } else {
+                // docs/HASHING.md §4: what is left of each side's weight sum,
+                // never below 0. With nothing taken that is exactly the build
+                // threshold (x - 0.0 == x), kept in the entry.
                 let t = if tl + tr > 0 {
-                    threshold(self.mass[l] - wl, self.mass[r] - wr)
+                    threshold((self.mass[l] - wl).max(0.0), (self.mass[r] - wr).max(0.0))
                 } else {
                     e.a
                 };
@@ -1299,6 +1326,86 @@ mod tests {
             let per_n = changed / trials as f64 * n as f64;
             println!("N={n}: owners({k}) set changed for {per_n:.2}/N of keys per add/remove");
             assert!(per_n <= 8.0 * k as f64, "N={n}: {per_n}/N");
+        }
+    }
+
+    /// Weighted nodes with weights log-uniform over the whole valid range, and
+    /// some sets mostly of ones with a few tiny weights (the old overflow).
+    fn wide_nodes(n: usize, s: &mut u64) -> Vec<(u64, f64)> {
+        let kind = splitmix(s) % 3;
+        (0..n)
+            .map(|_| {
+                let x = splitmix(s);
+                let w = match (kind, x % 4) {
+                    (0, _) => f64::from_bits(1 + (x >> 2) % weighted::MAX_WEIGHT.to_bits()),
+                    (1, 0) => [5e-324, 1e-310, 1e-300, 1e-290][(x >> 2) as usize % 4],
+                    (1, _) => 1.0,
+                    _ => f64::from_bits(1 + (x >> 2) % 64),
+                };
+                (splitmix(s), w)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn wide_weights_give_distinct_owners_and_the_flat_ones_within_a_leaf() {
+        let mut s = 41u64;
+        for round in 0..120 {
+            let leaf = [1usize, 2, 4, 16, 32][round % 5];
+            let n = 1 + (splitmix(&mut s) % 80) as usize;
+            let nodes = wide_nodes(n, &mut s);
+            let sk = Skeleton::build(&nodes, leaf);
+            let ring = crate::ring::Ring::new(&nodes);
+            for key in 0..300u64 {
+                let key = splitmix(&mut s) ^ key;
+                let o = sk.owners(key, 5);
+                assert_eq!(o.len(), 5.min(n));
+                let mut d = o.clone();
+                d.sort_unstable();
+                d.dedup();
+                assert_eq!(d.len(), o.len(), "round {round}: {o:?}");
+                assert_eq!(o.first().copied(), Some(sk.owner(key)));
+                if n <= leaf {
+                    // One leaf, no coin: the flat weighted top-k.
+                    assert_eq!(o, ring.owners(key, 5), "round {round} key {key}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tiny_weights_among_ones_never_repeat_a_replica() {
+        // The case: weights below ~1e-290 made the leaf bounds overflow,
+        // and owners/3 returned the first leaf node again.
+        for tiny in [1e-290, 1e-300, 1e-310, 5e-324] {
+            let nodes = [(11u64, 1.0), (22, tiny), (33, 2.0), (44, tiny * 3.0)];
+            for leaf in [1, 16] {
+                let sk = Skeleton::build(&nodes, leaf);
+                for key in 0..20_000u64 {
+                    let mut o = sk.owners(key, 4);
+                    o.sort_unstable();
+                    assert_eq!(o, vec![0, 1, 2, 3], "tiny {tiny:e} leaf {leaf} key {key}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn weighted_shares_hold_across_the_range() {
+        // 1M keys, each set's shares within 1% of w/Σw, in leaves of 1 (coins
+        // only) and 16 (one leaf), and on the ring.
+        for ws in weighted::tests::share_sets() {
+            let nodes: Vec<(u64, f64)> = ws
+                .iter()
+                .enumerate()
+                .map(|(i, &w)| (i as u64 * 77 + 5, w))
+                .collect();
+            for leaf in [1, 16] {
+                let sk = Skeleton::build(&nodes, leaf);
+                weighted::tests::assert_shares(&ws, |k| sk.owner(k), 1_000_000, &format!("{ws:?}"));
+            }
+            let ring = crate::ring::Ring::new(&nodes);
+            weighted::tests::assert_shares(&ws, |k| ring.owner(k).unwrap(), 1_000_000, "ring");
         }
     }
 

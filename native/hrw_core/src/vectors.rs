@@ -90,14 +90,26 @@ pub fn term_vectors() -> Vec<(&'static str, u64, u64)> {
     ]
 }
 
-/// (N3 score, weight, bits of the weighted cost) — see `weighted::Standing`.
+/// (N3 score, weight, cost key) — see `weighted::Standing` and docs/HASHING.md §3.
 pub const WEIGHTED_VECTORS: &[(u64, f64, u64)] = &[
-    (0x0, 1.0, 0x40425e4f7b2737fa),
+    (0x0, 1.0, 0x439a800000000000),
     (0xffffffffffffffff, 1.0, 0x0),
-    (0x89db37561974918f, 1.0, 0x3fe3ce90c26c4040),
-    (0x46c048f57bef0291, 2.0, 0x3fe4937e5abe9680),
-    (0x123456789abcdef, 0.5, 0x4025aa16394d4818),
-    (0xfedcba9876543210, 10.0, 0x3f3d3128e8553333),
-    (0x8000000000000000, 3.0, 0x3fcd9303fea2f800),
-    (0x2bdc545d6b4b87, 7.25, 0x3ff02185fc89a06c),
+    (0x89db37561974918f, 1.0, 0x433c9347975af850),
+    (0x46c048f57bef0291, 2.0, 0x433daf6308e4c77e),
+    (0x123456789abcdef, 0.5, 0x437f414fdb49821b),
+    (0xfedcba9876543210, 10.0, 0x42950ebecb4594cd),
+    (0x8000000000000000, 3.0, 0x4325555555555553),
+    (0x2bdc545d6b4b87, 7.25, 0x434745a495a357d5),
+    (0x1234, 5e-324, 0x86b9b51ff2e30215),
+    (0xfffffffffffff7ff, 9007199254740992.0, 0x3d7a1d8000000000),
+    (0xfffffffffffff800, 1e-310, 0x0),
+    (0x5a5a5a5a5a5a5a5a, 1e-300, 0x8191f2d2dc56d132),
+    (
+        0x5a5a5a5a5a5a5a5a,
+        2.2250738585072014e-308,
+        0x83280a3dcc0cd3c8,
+    ),
 ];
+
+/// Weighted owners of "key-1".."key-20" over a 1, b 2, c 3, d 10, e 0.5.
+pub const WEIGHTED_OWNERS: &str = "ddddddddbdccdedddcdd";

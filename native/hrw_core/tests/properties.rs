@@ -48,9 +48,15 @@ fn id() -> impl Strategy<Value = u64> {
 }
 
 /// Valid weights: finite and > 0, small integers (the common case, with ties)
-/// and reals over many orders of magnitude.
+/// reals over many orders of magnitude, and any double from 5e-324 to 2^53.
 fn weight() -> impl Strategy<Value = f64> {
-    prop_oneof![Just(1.0), (1u32..10).prop_map(f64::from), 1e-6f64..1e6]
+    prop_oneof![
+        Just(1.0),
+        (1u32..10).prop_map(f64::from),
+        1e-6f64..1e6,
+        // Any valid weight, the smallest subnormal to 2^53.
+        (1u64..=weighted::MAX_WEIGHT.to_bits()).prop_map(f64::from_bits),
+    ]
 }
 
 /// Fisher-Yates with a splitmix64 stream: a permutation chosen by `seed`.
@@ -423,9 +429,11 @@ proptest! {
     #[test]
     fn higher_scores_cost_less(a in any::<u64>(), b in any::<u64>(), w in weight()) {
         let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-        prop_assert!(weighted::neg_ln_uniform(hi) <= weighted::neg_ln_uniform(lo));
+        let cost = |s: u64| weighted::neg_log2_uniform(weighted::uniform_numerator(s));
+        prop_assert!(cost(hi) <= cost(lo));
+        let w = weighted::Weight::new(w);
         let (x, y) = (weighted::Standing::new(lo, w), weighted::Standing::new(hi, w));
-        prop_assert!(x.cost.is_finite() && x.cost >= 0.0);
+        prop_assert!(cost(lo).is_finite() && cost(lo) >= 0.0);
         if lo != hi {
             prop_assert!(y.beats(&x) && !x.beats(&y));
         }
@@ -437,19 +445,19 @@ proptest! {
         anchor_sqrt2 in any::<bool>(),
         offset in -2000i64..2000,
     ) {
-        // Adjacent 53-bit uniforms, where the logarithm's argument reduction switches
-        // (at powers of two and at sqrt(2) times them), and anywhere else by chance.
-        // A rise would let a higher score lose to a lower one at equal weights.
+        // Adjacent 53-bit uniforms at powers of two (where the binade changes), at
+        // sqrt(2) times them (where contract v1's argument reduction switched), and
+        // anywhere else by chance. A rise would let a higher score lose to a lower
+        // one at equal weights.
         let base = if anchor_sqrt2 {
             ((1u64 << e) as f64 * std::f64::consts::SQRT_2) as i64
         } else {
             1i64 << e
         };
-        let top = (base + offset).clamp(0, (1 << 53) - 2) as u64;
-        let (lo, hi) = (top << 11, (top + 1) << 11);
+        let n = (base + offset).clamp(1, (1 << 53) - 1) as u64;
         prop_assert!(
-            weighted::neg_ln_uniform(hi) <= weighted::neg_ln_uniform(lo),
-            "cost rises from uniform {} to {}", top + 1, top + 2
+            weighted::neg_log2_uniform(n + 1) <= weighted::neg_log2_uniform(n),
+            "cost rises from uniform {} to {}", n, n + 1
         );
     }
 

@@ -38,9 +38,10 @@ fn assignments<'a>(
     budget.charge(
         3 * work::sort(k) + assign_cost(k, 0) + 2 * work::ELEMENT * set.nodes.len() as u64,
     )?;
-    // Equal ids are equal keys: keep one of each.
+    // Equal ids are equal keys (`0.0` and `-0.0`): keep the first occurrence in
+    // the input (a stable sort keeps input order within equal ids).
     work::count(work::sort(k));
-    entries.sort_unstable_by_key(|e| e.0);
+    entries.sort_by_key(|e| e.0);
     entries.dedup_by_key(|e| e.0);
     let ids: Vec<u64> = entries.iter().map(|e| e.0).collect();
     let node_ids: Vec<u64> = set.nodes.iter().map(|n| n.0).collect();

@@ -7,39 +7,67 @@ use crate::weighted::decode_weighted;
 use hrw_core::nodes::{distinct, distinct_cost, fingerprint, fingerprint_cost};
 use hrw_core::work;
 use rustler::{Encoder, Env, Term};
+use std::collections::HashMap;
 
 /// Resources that are built from node lists answer with these indices into the
 /// distinct nodes, which the Elixir struct keeps in a tuple.
 pub struct NodeSet<'a> {
     /// Distinct `(id, weight)` (weight 1.0 when unweighted).
     pub nodes: Vec<(u64, f64)>,
-    /// The distinct node terms (bare nodes, without weights), same order.
+    /// The distinct node terms (bare nodes, without weights), same order: each
+    /// id's first occurrence in the input.
     pub terms: Vec<Term<'a>>,
+    /// Weighted only: each distinct node's weight term as given, from the first
+    /// entry carrying its largest weight (so weights come back exactly as written).
+    pub weight_terms: Vec<Term<'a>>,
 }
 
-/// Budget units per node beyond its term id: the cell, the weight decode, two
-/// pushes, the copy into the distinct terms, and deduplication.
-const DECODE_COST_PER_NODE: u64 = 5 * work::ELEMENT + distinct_cost(1);
+/// Budget units per node beyond its term id: the cell, the weight decode, three
+/// pushes, the copy into the distinct terms, deduplication, and (weighted, with
+/// repeated ids) the second pass that picks each kept weight's term.
+const DECODE_COST_PER_NODE: u64 = 7 * work::ELEMENT + 2 * distinct_cost(1);
 
 pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outcome<NodeSet<'a>> {
     let mut terms = Vec::new();
+    let mut weight_terms = Vec::new();
     let mut pairs = Vec::new();
     for_each_node(nodes, DECODE_COST_PER_NODE, budget, |entry, budget| {
-        work::count(3 * work::ELEMENT);
-        let (node, weight) = if weighted {
-            decode_weighted(entry)?
+        work::count(4 * work::ELEMENT);
+        let node = if weighted {
+            let (node, weight, term) = decode_weighted(entry)?;
+            pairs.push((term_id(node, budget)?, weight));
+            weight_terms.push(term);
+            node
         } else {
-            (entry, 1.0)
+            pairs.push((term_id(entry, budget)?, 1.0));
+            entry
         };
-        pairs.push((term_id(node, budget)?, weight));
         terms.push(node);
         Ok(())
     })?;
     let d = distinct(&pairs);
+    let weight_terms = if !weighted {
+        Vec::new()
+    } else if d.nodes.len() == pairs.len() {
+        weight_terms
+    } else {
+        // Repeated ids: the first entry whose weight is the one kept (the largest).
+        work::count(distinct_cost(pairs.len()));
+        let slot: HashMap<u64, usize> = d.nodes.iter().enumerate().map(|(i, n)| (n.0, i)).collect();
+        let mut kept: Vec<Option<Term<'a>>> = vec![None; d.nodes.len()];
+        for (&(id, w), &term) in pairs.iter().zip(&weight_terms) {
+            let i = slot[&id];
+            if kept[i].is_none() && w == d.nodes[i].1 {
+                kept[i] = Some(term);
+            }
+        }
+        kept.into_iter().flatten().collect()
+    };
     work::count(work::ELEMENT * d.positions.len() as u64);
     Ok(NodeSet {
         terms: d.positions.iter().map(|&p| terms[p]).collect(),
         nodes: d.nodes,
+        weight_terms,
     })
 }
 
@@ -49,7 +77,7 @@ impl<'a> NodeSet<'a> {
     pub fn reply_cost(&self, params: usize, weighted: bool) -> u64 {
         let n = self.nodes.len();
         let weights = if weighted {
-            2 * work::ELEMENT * n as u64
+            work::ELEMENT * n as u64
         } else {
             0
         };
@@ -68,22 +96,12 @@ impl<'a> NodeSet<'a> {
         work::count(work::ELEMENT * self.terms.len() as u64);
         let nodes = rustler::types::tuple::make_tuple(env, &self.terms);
         let weights = if weighted {
-            work::count(2 * work::ELEMENT * self.nodes.len() as u64);
-            let ws: Vec<Term> = self.nodes.iter().map(|n| weight_term(env, n.1)).collect();
-            rustler::types::tuple::make_tuple(env, &ws)
+            work::count(work::ELEMENT * self.weight_terms.len() as u64);
+            rustler::types::tuple::make_tuple(env, &self.weight_terms)
         } else {
             rustler::types::atom::nil().encode(env)
         };
         let fp = fingerprint(kind, &self.nodes, params);
         (resource, nodes, weights, fp).encode(env)
-    }
-}
-
-/// Integral weights come back as integers, so a rebuilt struct equals the original.
-fn weight_term(env: Env, w: f64) -> Term {
-    if w.fract() == 0.0 && w.abs() <= 9_007_199_254_740_992.0 {
-        (w as i64).encode(env)
-    } else {
-        w.encode(env)
     }
 }

@@ -3,14 +3,13 @@
 use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::term_id::term_id;
 use hrw_core::n3;
-use hrw_core::weighted::{valid_weight, Standing};
-use rustler::{Binary, Term, TermType};
+use hrw_core::weighted::{valid_weight, Standing, Weight};
+use rustler::{Binary, Encoder, Term, TermType};
 
-/// Weights above 2^53 would lose integer precision; nobody needs them.
-const MAX_WEIGHT: f64 = 9_007_199_254_740_992.0;
-
-/// Splits `{node, weight}` into the node term and a valid weight.
-pub fn decode_weighted<'a>(entry: Term<'a>) -> Outcome<(Term<'a>, f64)> {
+/// Splits `{node, weight}` into the node term, the weight as a binary64, and the
+/// weight term as given. Weights are integers or floats in `(0, 2^53]`, exactly:
+/// an integer above 2^53 is refused even when it would round to 2^53.
+pub fn decode_weighted<'a>(entry: Term<'a>) -> Outcome<(Term<'a>, f64, Term<'a>)> {
     // Read in place: an entry may be a huge tuple, which must not be copied first.
     let fields = match crate::tuple_view::TupleView::of(entry) {
         Some(t) if t.len() == 2 => [t.get(0), t.get(1)].map(|f| f.expect("arity 2")),
@@ -21,31 +20,29 @@ pub fn decode_weighted<'a>(entry: Term<'a>) -> Outcome<(Term<'a>, f64)> {
             ))
         }
     };
-    let weight = if let Ok(i) = fields[1].decode::<i64>() {
-        i as f64
-    } else if let Ok(f) = fields[1].decode::<f64>() {
-        f
-    } else if fields[1].is_integer() {
-        MAX_WEIGHT * 2.0
-    } else {
-        return bad_arg(format!(
-            "weight must be a number, got: {}",
-            describe(fields[1])
-        ));
+    let term = fields[1];
+    let weight = match term.get_type() {
+        TermType::Integer => match term.decode::<i64>() {
+            Ok(i) if i > 0 && i <= 1 << 53 => Some(i as f64),
+            Ok(i) => (i <= 0).then_some(0.0),
+            // Outside 64 bits: below 0 or far above 2^53.
+            Err(_) => (term < 0i64.encode(term.get_env())).then_some(0.0),
+        },
+        TermType::Float => term.decode::<f64>().ok(),
+        _ => {
+            return bad_arg(format!("weight must be a number, got: {}", describe(term)));
+        }
     };
-    if !valid_weight(weight) {
-        return bad_arg(format!(
-            "weight must be positive, got: {}",
-            describe(fields[1])
-        ));
+    match weight {
+        Some(w) if valid_weight(w) => Ok((fields[0], w, term)),
+        Some(w) if w.is_nan() || w <= 0.0 => {
+            bad_arg(format!("weight must be positive, got: {}", describe(term)))
+        }
+        _ => bad_arg(format!(
+            "weight must be at most 2^53 (9007199254740992), got: {}",
+            describe(term)
+        )),
     }
-    if weight > MAX_WEIGHT {
-        return bad_arg(format!(
-            "weight must be at most 2^53, got: {}",
-            describe(fields[1])
-        ));
-    }
-    Ok((fields[0], weight))
 }
 
 /// A short description of `term` for an error message, in bounded time. Terms are
@@ -77,12 +74,17 @@ fn describe(term: Term) -> String {
     }
 }
 
-/// The weighted standing as a score where higher wins: `-cost`.
-fn score(key: Term, entry: Term, mut budget: Budget) -> Outcome<f64> {
-    let (node, weight) = decode_weighted(entry)?;
+/// The weighted standing as one integer where higher wins, ordered exactly as owners
+/// are chosen (docs/HASHING.md §3): `(2^64 - 1 - cost key)·2^64 + N3 score`.
+fn score(key: Term, entry: Term, mut budget: Budget) -> Outcome<u128> {
+    let (node, weight, _) = decode_weighted(entry)?;
     let k = n3::prep(term_id(key, &mut budget)?);
-    Ok(-Standing::new(n3::score(k, term_id(node, &mut budget)?), weight).cost)
+    let st = Standing::new(
+        n3::score(k, term_id(node, &mut budget)?),
+        Weight::new(weight),
+    );
+    Ok(!st.rank())
 }
 
 twin_nifs!(weighted_score_normal, weighted_score_dirty, weighted_score_probe => score(key, entry),
-    (key: Term, entry: Term) -> [f64]);
+    (key: Term, entry: Term) -> [u128]);
