@@ -50,8 +50,26 @@ pub fn integer(negative: bool, magnitude_le: &[u8]) -> u64 {
 }
 
 /// Id of an integer that fits in an `i64`.
+#[inline]
 pub fn int64(value: i64) -> u64 {
-    integer(value < 0, &value.unsigned_abs().to_le_bytes())
+    word(value < 0, value.unsigned_abs())
+}
+
+/// Id of a non-negative integer that fits in a `u64`.
+#[inline]
+pub fn uint64(value: u64) -> u64 {
+    word(false, value)
+}
+
+/// [`integer`] for a magnitude of at most 64 bits, on the stack.
+#[inline]
+fn word(negative: bool, magnitude: u64) -> u64 {
+    let len = (64 - magnitude.leading_zeros() as usize).div_ceil(8);
+    let mut buf = [0u8; 10];
+    buf[0] = tag::INTEGER;
+    buf[1] = (negative && magnitude != 0) as u8;
+    buf[2..].copy_from_slice(&magnitude.to_le_bytes());
+    xxh3_64_with_seed(&buf[..2 + len], TERM_SEED)
 }
 
 /// Id of a float: its IEEE-754 binary64 bits, little-endian; -0.0 hashes as 0.0.
@@ -68,39 +86,121 @@ pub fn atom(name: &[u8]) -> u64 {
     tagged_bytes(tag::ATOM, name)
 }
 
-/// Id of a bitstring whose length `bits` is not a multiple of 8. `bytes` holds
-/// `ceil(bits / 8)` bytes, the last one's unused low-order bits set to zero.
+/// Longest atom name: 255 characters.
+pub const MAX_ATOM_CHARS: usize = 255;
+
+/// Longest atom name in UTF-8 bytes (at most 4 bytes a character).
+pub const MAX_ATOM_UTF8_BYTES: usize = 4 * MAX_ATOM_CHARS;
+
+/// Id of an atom from its name in Latin-1 (one byte a character, as the VM hands out
+/// names that fit Latin-1): the same id as [`atom`] of the name's UTF-8 bytes.
+pub fn atom_latin1(name: &[u8]) -> u64 {
+    if name.is_ascii() {
+        return atom(name);
+    }
+    if name.len() > MAX_ATOM_CHARS {
+        // No atom is this long; still give the documented id.
+        let mut utf8 = Vec::with_capacity(2 * name.len());
+        for &b in name {
+            utf8.extend_from_slice(latin1_to_utf8(b).as_slice());
+        }
+        return atom(&utf8);
+    }
+    let mut buf = [0u8; 1 + 2 * MAX_ATOM_CHARS];
+    buf[0] = tag::ATOM;
+    let mut len = 1;
+    for &b in name {
+        let utf8 = latin1_to_utf8(b);
+        buf[len..len + utf8.len()].copy_from_slice(utf8.as_slice());
+        len += utf8.len();
+    }
+    xxh3_64_with_seed(&buf[..len], TERM_SEED)
+}
+
+/// The UTF-8 encoding of the Latin-1 character `b` (code point `b`).
+#[inline]
+fn latin1_to_utf8(b: u8) -> Utf8Char {
+    if b < 0x80 {
+        Utf8Char([b, 0], 1)
+    } else {
+        Utf8Char([0xC0 | (b >> 6), 0x80 | (b & 0x3F)], 2)
+    }
+}
+
+struct Utf8Char([u8; 2], usize);
+
+impl Utf8Char {
+    fn as_slice(&self) -> &[u8] {
+        &self.0[..self.1]
+    }
+
+    fn len(&self) -> usize {
+        self.1
+    }
+}
+
+/// Id of a bitstring whose length `bits` is not a multiple of 8, from its
+/// `ceil(bits / 8)` bytes; the last byte's unused low-order bits are ignored (the
+/// encoding sets them to zero).
 pub fn bitstring(bytes: &[u8], bits: u64) -> u64 {
     let mut buf = Encoding::new(tag::BITSTRING, 8 + bytes.len());
     buf.push(&bits.to_le_bytes());
-    buf.push(bytes);
+    if let Some((&last, whole)) = bytes.split_last() {
+        let used = (bits % 8) as u32;
+        let mask = if used == 0 {
+            0xFF
+        } else {
+            0xFFu8 << (8 - used)
+        };
+        buf.push(whole);
+        buf.push(&[last & mask]);
+    }
     buf.hash()
 }
 
 /// Id of a tuple from its elements' ids.
 pub fn tuple(ids: &[u64]) -> u64 {
-    tagged_ids(tag::TUPLE, ids, None)
+    from_ids(tag::TUPLE, ids)
 }
 
 /// Id of a proper list from its elements' ids.
 pub fn list(ids: &[u64]) -> u64 {
-    tagged_ids(tag::LIST, ids, None)
+    from_ids(tag::LIST, ids)
 }
 
 /// Id of an improper list `[e1, ..., en | tail]` (n >= 1, tail not a list).
 pub fn improper_list(ids: &[u64], tail: u64) -> u64 {
-    tagged_ids(tag::IMPROPER_LIST, ids, Some(tail))
+    let mut enc = IdEncoding::with_capacity(ids.len() + 1);
+    for &id in ids {
+        enc.push(id);
+    }
+    enc.push(tail);
+    enc.finish(tag::IMPROPER_LIST)
+}
+
+fn from_ids(tag: u8, ids: &[u64]) -> u64 {
+    let mut enc = IdEncoding::with_capacity(ids.len());
+    for &id in ids {
+        enc.push(id);
+    }
+    enc.finish(tag)
 }
 
 /// Id of a map from `(key id, value id)` pairs in any order (sorted here).
 pub fn map(entries: &mut [(u64, u64)]) -> u64 {
     entries.sort_unstable();
-    let mut buf = Encoding::new(tag::MAP, 16 * entries.len());
-    for (k, v) in entries.iter() {
-        buf.push(&k.to_le_bytes());
-        buf.push(&v.to_le_bytes());
+    map_sorted(entries)
+}
+
+/// Id of a map from `(key id, value id)` pairs already in ascending order.
+pub fn map_sorted(entries: &[(u64, u64)]) -> u64 {
+    debug_assert!(entries.windows(2).all(|w| w[0] <= w[1]));
+    let mut enc = IdEncoding::with_capacity(2 * entries.len());
+    for &(k, v) in entries {
+        enc.push(k);
+        enc.push(v);
     }
-    buf.hash()
+    enc.finish(tag::MAP)
 }
 
 /// Id of a node-local term (pid, port, reference, fun) from an opaque encoding
@@ -115,41 +215,72 @@ fn tagged_bytes(tag: u8, bytes: &[u8]) -> u64 {
     buf.hash()
 }
 
-fn tagged_ids(tag: u8, ids: &[u64], tail: Option<u64>) -> u64 {
-    let mut buf = Encoding::new(tag, 8 * (ids.len() + 1));
-    for id in ids.iter().chain(tail.iter()) {
-        buf.push(&id.to_le_bytes());
-    }
-    buf.hash()
+/// The encoding of a tuple, list, improper list or map, fed one child id at a time
+/// (8 bytes little-endian each), so a caller walking a term needs no buffer of its
+/// own. The tag is given last: a list is known to be improper only at its tail.
+/// Up to [`IdEncoding::INLINE_IDS`] ids stay on the stack.
+pub struct IdEncoding {
+    enc: Encoding,
 }
+
+impl IdEncoding {
+    /// Ids held without a heap allocation.
+    pub const INLINE_IDS: usize = (INLINE_BYTES - 1) / 8;
+
+    /// An empty encoding with room for `ids` ids (more may be pushed).
+    #[inline]
+    pub fn with_capacity(ids: usize) -> IdEncoding {
+        IdEncoding {
+            enc: Encoding::new(0, 8 * ids),
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, id: u64) {
+        self.enc.push(&id.to_le_bytes());
+    }
+
+    /// The id of the term with type tag `tag` whose children were pushed.
+    #[inline]
+    pub fn finish(mut self, tag: u8) -> u64 {
+        self.enc.set_tag(tag);
+        self.enc.hash()
+    }
+}
+
+/// Bytes of an encoding kept on the stack.
+const INLINE_BYTES: usize = 128;
 
 /// A tagged encoding being assembled: on the stack when small (most terms), then
 /// hashed in one shot. (One-shot XXH3 with a seed is several times cheaper than the
 /// streaming hasher, which derives a seeded secret first; the digests are equal.)
 struct Encoding {
-    small: [u8; 64],
+    small: [u8; INLINE_BYTES],
     len: usize,
     large: Vec<u8>,
 }
 
 impl Encoding {
+    #[inline]
     fn new(tag: u8, payload: usize) -> Encoding {
         let mut e = Encoding {
-            small: [0; 64],
-            len: 0,
-            large: if payload < 64 {
+            small: [0; INLINE_BYTES],
+            len: 1,
+            large: if payload < INLINE_BYTES {
                 Vec::new()
             } else {
-                Vec::with_capacity(payload + 1)
+                let mut v = Vec::with_capacity(payload + 1);
+                v.push(tag);
+                v
             },
         };
-        e.push(&[tag]);
+        e.small[0] = tag;
         e
     }
 
     #[inline]
     fn push(&mut self, bytes: &[u8]) {
-        if self.large.capacity() == 0 && self.len + bytes.len() <= self.small.len() {
+        if self.large.capacity() == 0 && self.len + bytes.len() <= INLINE_BYTES {
             self.small[self.len..self.len + bytes.len()].copy_from_slice(bytes);
             self.len += bytes.len();
         } else {
@@ -160,6 +291,15 @@ impl Encoding {
         }
     }
 
+    #[inline]
+    fn set_tag(&mut self, tag: u8) {
+        self.small[0] = tag;
+        if let Some(first) = self.large.first_mut() {
+            *first = tag;
+        }
+    }
+
+    #[inline]
     fn hash(&self) -> u64 {
         if self.large.is_empty() {
             xxh3_64_with_seed(&self.small[..self.len], TERM_SEED)
