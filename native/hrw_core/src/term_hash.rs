@@ -362,6 +362,81 @@ mod tests {
     }
 
     #[test]
+    fn latin1_names_hash_as_their_utf8() {
+        for b in 0..=255u8 {
+            let utf8 = char::from(b).to_string();
+            assert_eq!(atom_latin1(&[b]), atom(utf8.as_bytes()), "{b}");
+            let long: Vec<u8> = std::iter::repeat_n(b, 255).collect();
+            assert_eq!(atom_latin1(&long), atom(utf8.repeat(255).as_bytes()), "{b}");
+        }
+    }
+
+    #[test]
+    fn word_integers_match_the_general_encoding() {
+        for v in [0i64, 1, -1, 255, 256, -256, i64::MAX, i64::MIN, 1 << 40] {
+            assert_eq!(
+                int64(v),
+                integer(v < 0, &v.unsigned_abs().to_le_bytes()),
+                "{v}"
+            );
+        }
+        for v in [0u64, 1, u64::MAX, 1 << 63] {
+            assert_eq!(uint64(v), integer(false, &v.to_le_bytes()), "{v}");
+        }
+    }
+
+    #[test]
+    fn bitstring_ignores_unused_bits() {
+        for bits in 1..64u64 {
+            if bits % 8 == 0 {
+                continue;
+            }
+            let n = bits.div_ceil(8) as usize;
+            let used = 0xFFu8 << (8 - bits % 8);
+            let mut clean = vec![0xA5u8; n];
+            clean[n - 1] &= used;
+            let mut dirty_same = clean.clone();
+            dirty_same[n - 1] |= !used;
+            assert_eq!(
+                bitstring(&clean, bits),
+                bitstring(&dirty_same, bits),
+                "{bits}"
+            );
+        }
+    }
+
+    #[test]
+    fn id_encoding_spills_to_the_heap_unchanged() {
+        // Across the inline size, the streamed encoding equals a plain buffer.
+        for n in [
+            0,
+            1,
+            IdEncoding::INLINE_IDS - 1,
+            IdEncoding::INLINE_IDS,
+            IdEncoding::INLINE_IDS + 1,
+            1000,
+        ] {
+            let ids: Vec<u64> = (0..n as u64)
+                .map(|i| i.wrapping_mul(0x9e3779b97f4a7c15))
+                .collect();
+            let mut bytes = vec![tag::LIST];
+            for id in &ids {
+                bytes.extend_from_slice(&id.to_le_bytes());
+            }
+            let expected = xxh3_64_with_seed(&bytes, TERM_SEED);
+            assert_eq!(list(&ids), expected, "{n}");
+            let mut grown = IdEncoding::with_capacity(0);
+            let mut sized = IdEncoding::with_capacity(n);
+            for &id in &ids {
+                grown.push(id);
+                sized.push(id);
+            }
+            assert_eq!(grown.finish(tag::LIST), expected, "{n}");
+            assert_eq!(sized.finish(tag::LIST), expected, "{n}");
+        }
+    }
+
+    #[test]
     fn pinned_vectors() {
         for (name, actual, expected) in crate::vectors::term_vectors() {
             assert_eq!(actual, expected, "{name}");
