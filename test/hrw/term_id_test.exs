@@ -222,6 +222,25 @@ defmodule HRW.TermIdTest do
     end
   end
 
+  test "256 levels of every container kind hash alike on normal and dirty schedulers" do
+    # Before: 256 nested maps overflowed a dirty scheduler's stack (a VM crash).
+    levels = [
+      fn acc -> %{next: acc, a: 1} end,
+      fn acc -> 1..40 |> Map.new(&{&1, &1}) |> Map.put(:next, acc) end,
+      fn acc -> {acc, 1} end,
+      fn acc -> [1, acc] end,
+      fn acc -> [1, acc | 2] end
+    ]
+
+    for level <- levels do
+      term = Enum.reduce(1..256, :leaf, fn _, acc -> level.(acc) end)
+      assert HRW.Native.term_id_dirty(term) == HRW.term_id(term)
+    end
+
+    mixed = Enum.reduce(1..256, :leaf, fn i, acc -> Enum.at(levels, rem(i, 5)).(acc) end)
+    assert HRW.Native.term_id_dirty(mixed) == HRW.term_id(mixed)
+  end
+
   describe "bad input" do
     test "nesting up to 256 levels is hashed, deeper raises ArgumentError" do
       nest = fn depth -> Enum.reduce(1..depth, :leaf, fn _, acc -> [acc] end) end

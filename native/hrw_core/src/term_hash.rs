@@ -170,37 +170,215 @@ pub fn list(ids: &[u64]) -> u64 {
 
 /// Id of an improper list `[e1, ..., en | tail]` (n >= 1, tail not a list).
 pub fn improper_list(ids: &[u64], tail: u64) -> u64 {
-    let mut enc = IdEncoding::with_capacity(ids.len() + 1);
+    let mut stack = IdStack::new();
+    let mark = stack.open();
     for &id in ids {
-        enc.push(id);
+        stack.push(id);
     }
-    enc.push(tail);
-    enc.finish(tag::IMPROPER_LIST)
+    stack.push(tail);
+    stack.close(mark, tag::IMPROPER_LIST)
 }
 
 fn from_ids(tag: u8, ids: &[u64]) -> u64 {
-    let mut enc = IdEncoding::with_capacity(ids.len());
+    let mut stack = IdStack::new();
+    let mark = stack.open();
     for &id in ids {
-        enc.push(id);
+        stack.push(id);
     }
-    enc.finish(tag)
+    stack.close(mark, tag)
 }
 
-/// Id of a map from `(key id, value id)` pairs in any order (sorted here).
+/// Id of a map from `(key id, value id)` pairs in any order (`&mut` only for
+/// compatibility: the pairs are left as given).
 pub fn map(entries: &mut [(u64, u64)]) -> u64 {
-    entries.sort_unstable();
-    map_sorted(entries)
+    let mut stack = IdStack::new();
+    let mark = stack.open_map();
+    for &(k, v) in entries.iter() {
+        stack.push_entry(k, v);
+    }
+    stack.close_map(mark)
 }
 
-/// Id of a map from `(key id, value id)` pairs already in ascending order.
-pub fn map_sorted(entries: &[(u64, u64)]) -> u64 {
-    debug_assert!(entries.windows(2).all(|w| w[0] <= w[1]));
-    let mut enc = IdEncoding::with_capacity(2 * entries.len());
-    for &(k, v) in entries {
-        enc.push(k);
-        enc.push(v);
+/// The encodings of nested tuples, lists and maps, built on one shared buffer as a
+/// walker visits a term depth first: [`open`](IdStack::open) a container,
+/// [`push`](IdStack::push) its children's ids as they are known (a child container
+/// is opened and closed above its parent's ids meanwhile), then
+/// [`close`](IdStack::close) it with its tag (a list is known to be improper only at
+/// its tail) to get its id. Maps collect `(key id, value id)` entries instead, sorted
+/// when closed. Nothing is allocated until the buffers outgrow their inline part,
+/// and a walker's stack frames need no buffer of their own.
+pub struct IdStack {
+    bytes: Spill<u8, 256>,
+    entries: Spill<(u64, u64), 16>,
+}
+
+/// Where a container's encoding starts in an [`IdStack`].
+#[derive(Clone, Copy)]
+pub struct Mark(usize);
+
+impl Default for IdStack {
+    fn default() -> Self {
+        IdStack::new()
     }
-    enc.finish(tag::MAP)
+}
+
+impl IdStack {
+    #[inline]
+    pub fn new() -> IdStack {
+        IdStack {
+            bytes: Spill::new(),
+            entries: Spill::new(),
+        }
+    }
+
+    /// Starts a tuple or list (its tag is given at [`close`](IdStack::close)).
+    #[inline]
+    pub fn open(&mut self) -> Mark {
+        let mark = Mark(self.bytes.len());
+        self.bytes.extend(&[0]);
+        mark
+    }
+
+    /// Room for `ids` more ids without growing (an optimisation only).
+    #[inline]
+    pub fn reserve(&mut self, ids: usize) {
+        self.bytes.reserve(8 * ids);
+    }
+
+    /// Appends the next child id of the innermost open tuple or list.
+    #[inline]
+    pub fn push(&mut self, id: u64) {
+        self.bytes.extend(&id.to_le_bytes());
+    }
+
+    /// Ends the innermost open tuple or list, which has type tag `tag`; its id.
+    #[inline]
+    pub fn close(&mut self, mark: Mark, tag: u8) -> u64 {
+        let encoding = &mut self.bytes.as_mut_slice()[mark.0..];
+        encoding[0] = tag;
+        let id = xxh3_64_with_seed(encoding, TERM_SEED);
+        self.bytes.truncate(mark.0);
+        id
+    }
+
+    /// Starts a map.
+    #[inline]
+    pub fn open_map(&mut self) -> Mark {
+        Mark(self.entries.len())
+    }
+
+    /// Room for `n` more map entries without growing (an optimisation only).
+    #[inline]
+    pub fn reserve_entries(&mut self, n: usize) {
+        self.entries.reserve(n);
+    }
+
+    /// Appends an entry of the innermost open map.
+    #[inline]
+    pub fn push_entry(&mut self, key: u64, value: u64) {
+        self.entries.extend(&[(key, value)]);
+    }
+
+    /// The number of entries pushed since `mark`.
+    #[inline]
+    pub fn entries_since(&self, mark: Mark) -> usize {
+        self.entries.len() - mark.0
+    }
+
+    /// Ends the innermost open map: sorts its entries by (key id, value id) and
+    /// returns its id. (Not inlined: the sort's scratch space then stays off the
+    /// stack frames of a recursive walker.)
+    #[inline(never)]
+    pub fn close_map(&mut self, mark: Mark) -> u64 {
+        let entries = &mut self.entries.as_mut_slice()[mark.0..];
+        entries.sort_unstable();
+        let at = Mark(self.bytes.len());
+        self.bytes.reserve(1 + 16 * entries.len());
+        self.bytes.extend(&[0]);
+        for &(k, v) in entries.iter() {
+            self.bytes.extend(&k.to_le_bytes());
+            self.bytes.extend(&v.to_le_bytes());
+        }
+        self.entries.truncate(mark.0);
+        self.close(at, tag::MAP)
+    }
+}
+
+/// A stack of `T` held inline up to `N` items, on the heap beyond.
+struct Spill<T: Copy + Default, const N: usize> {
+    inline: [T; N],
+    len: usize,
+    heap: Vec<T>,
+}
+
+impl<T: Copy + Default, const N: usize> Spill<T, N> {
+    #[inline]
+    fn new() -> Self {
+        Spill {
+            inline: [T::default(); N],
+            len: 0,
+            heap: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn spilled(&self) -> bool {
+        self.heap.capacity() != 0
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        if self.spilled() {
+            self.heap.len()
+        } else {
+            self.len
+        }
+    }
+
+    #[inline(never)]
+    fn reserve(&mut self, more: usize) {
+        if self.spilled() {
+            self.heap.reserve(more);
+        } else if self.len + more > N {
+            let mut heap = Vec::with_capacity((self.len + more).max(2 * N));
+            heap.extend_from_slice(&self.inline[..self.len]);
+            self.heap = heap;
+        }
+    }
+
+    #[inline]
+    fn extend(&mut self, items: &[T]) {
+        if !self.spilled() && self.len + items.len() <= N {
+            self.inline[self.len..self.len + items.len()].copy_from_slice(items);
+            self.len += items.len();
+        } else {
+            self.grow(items);
+        }
+    }
+
+    #[inline(never)]
+    fn grow(&mut self, items: &[T]) {
+        self.reserve(items.len());
+        self.heap.extend_from_slice(items);
+    }
+
+    #[inline]
+    fn truncate(&mut self, len: usize) {
+        if self.spilled() {
+            self.heap.truncate(len);
+        } else {
+            self.len = self.len.min(len);
+        }
+    }
+
+    #[inline]
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        if self.spilled() {
+            &mut self.heap
+        } else {
+            &mut self.inline[..self.len]
+        }
+    }
 }
 
 /// Id of a node-local term (pid, port, reference, fun) from an opaque encoding
@@ -215,41 +393,8 @@ fn tagged_bytes(tag: u8, bytes: &[u8]) -> u64 {
     buf.hash()
 }
 
-/// The encoding of a tuple, list, improper list or map, fed one child id at a time
-/// (8 bytes little-endian each), so a caller walking a term needs no buffer of its
-/// own. The tag is given last: a list is known to be improper only at its tail.
-/// Up to [`IdEncoding::INLINE_IDS`] ids stay on the stack.
-pub struct IdEncoding {
-    enc: Encoding,
-}
-
-impl IdEncoding {
-    /// Ids held without a heap allocation.
-    pub const INLINE_IDS: usize = (INLINE_BYTES - 1) / 8;
-
-    /// An empty encoding with room for `ids` ids (more may be pushed).
-    #[inline]
-    pub fn with_capacity(ids: usize) -> IdEncoding {
-        IdEncoding {
-            enc: Encoding::new(0, 8 * ids),
-        }
-    }
-
-    #[inline]
-    pub fn push(&mut self, id: u64) {
-        self.enc.push(&id.to_le_bytes());
-    }
-
-    /// The id of the term with type tag `tag` whose children were pushed.
-    #[inline]
-    pub fn finish(mut self, tag: u8) -> u64 {
-        self.enc.set_tag(tag);
-        self.enc.hash()
-    }
-}
-
 /// Bytes of an encoding kept on the stack.
-const INLINE_BYTES: usize = 128;
+const INLINE_BYTES: usize = 64;
 
 /// A tagged encoding being assembled: on the stack when small (most terms), then
 /// hashed in one shot. (One-shot XXH3 with a seed is several times cheaper than the
@@ -288,14 +433,6 @@ impl Encoding {
                 self.large.extend_from_slice(&self.small[..self.len]);
             }
             self.large.extend_from_slice(bytes);
-        }
-    }
-
-    #[inline]
-    fn set_tag(&mut self, tag: u8) {
-        self.small[0] = tag;
-        if let Some(first) = self.large.first_mut() {
-            *first = tag;
         }
     }
 
@@ -406,33 +543,51 @@ mod tests {
     }
 
     #[test]
-    fn id_encoding_spills_to_the_heap_unchanged() {
-        // Across the inline size, the streamed encoding equals a plain buffer.
-        for n in [
-            0,
-            1,
-            IdEncoding::INLINE_IDS - 1,
-            IdEncoding::INLINE_IDS,
-            IdEncoding::INLINE_IDS + 1,
-            1000,
-        ] {
+    fn id_stack_spills_to_the_heap_unchanged() {
+        // Across the inline sizes, nested encodings equal plain buffers.
+        for n in [0usize, 1, 15, 31, 32, 33, 100, 1000] {
             let ids: Vec<u64> = (0..n as u64)
                 .map(|i| i.wrapping_mul(0x9e3779b97f4a7c15))
                 .collect();
-            let mut bytes = vec![tag::LIST];
-            for id in &ids {
-                bytes.extend_from_slice(&id.to_le_bytes());
-            }
-            let expected = xxh3_64_with_seed(&bytes, TERM_SEED);
-            assert_eq!(list(&ids), expected, "{n}");
-            let mut grown = IdEncoding::with_capacity(0);
-            let mut sized = IdEncoding::with_capacity(n);
+            let plain = |tag: u8, ids: &[u64]| {
+                let mut bytes = vec![tag];
+                for id in ids {
+                    bytes.extend_from_slice(&id.to_le_bytes());
+                }
+                xxh3_64_with_seed(&bytes, TERM_SEED)
+            };
+            let pairs: Vec<(u64, u64)> = ids.iter().map(|&i| (i, !i)).collect();
+            let mut sorted = pairs.clone();
+            sorted.sort_unstable();
+            let flat: Vec<u64> = sorted.iter().flat_map(|&(k, v)| [k, v]).collect();
+            assert_eq!(list(&ids), plain(tag::LIST, &ids), "{n}");
+            assert_eq!(map(&mut pairs.clone()), plain(tag::MAP, &flat), "{n}");
+
+            // [ids..., {ids...}, %{pairs}, 7] built in one stack, with reservations.
+            let mut stack = IdStack::new();
+            let outer = stack.open();
             for &id in &ids {
-                grown.push(id);
-                sized.push(id);
+                stack.push(id);
             }
-            assert_eq!(grown.finish(tag::LIST), expected, "{n}");
-            assert_eq!(sized.finish(tag::LIST), expected, "{n}");
+            let inner = stack.open();
+            stack.reserve(n);
+            for &id in &ids {
+                stack.push(id);
+            }
+            let t = stack.close(inner, tag::TUPLE);
+            stack.push(t);
+            let m = stack.open_map();
+            stack.reserve_entries(n);
+            for &(k, v) in pairs.iter().rev() {
+                stack.push_entry(k, v);
+            }
+            assert_eq!(stack.entries_since(m), n);
+            let m = stack.close_map(m);
+            stack.push(m);
+            let mut expected = ids.clone();
+            expected.extend([tuple(&ids), map(&mut pairs.clone()), 7]);
+            stack.push(7);
+            assert_eq!(stack.close(outer, tag::LIST), list(&expected), "{n}");
         }
     }
 

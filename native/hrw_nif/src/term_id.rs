@@ -15,14 +15,13 @@
 //! the count honest).
 
 use crate::failure::{bad_arg, Budget, Failure, Outcome};
-use hrw_core::term_hash::{self, tag, IdEncoding, MAX_ATOM_CHARS, MAX_ATOM_UTF8_BYTES};
+use hrw_core::term_hash::{self, tag, IdStack, MAX_ATOM_CHARS, MAX_ATOM_UTF8_BYTES};
 use rustler::sys::{
-    enif_get_atom, enif_get_tuple, enif_term_to_binary, ErlNifBinary, ErlNifCharEncoding,
-    ErlNifTerm,
+    enif_get_atom, enif_get_tuple, enif_map_iterator_create, enif_map_iterator_destroy,
+    enif_map_iterator_get_pair, enif_map_iterator_next, enif_term_to_binary, ErlNifBinary,
+    ErlNifCharEncoding, ErlNifMapIterator, ErlNifMapIteratorEntry, ErlNifTerm,
 };
-use rustler::types::map::MapIterator;
 use rustler::{Binary, Encoder, Env, OwnedBinary, Term, TermType};
-use smallvec::SmallVec;
 use std::mem::MaybeUninit;
 use std::os::raw::{c_char, c_int, c_uint};
 
@@ -38,7 +37,9 @@ pub const COST_PER_TERM: u64 = 16;
 const BYTES_PER_UNIT: u64 = 16;
 /// Holding one child id of a tuple, list or map in its encoding (the 8 bytes of
 /// every id are also charged as hashed bytes).
-const COST_PER_ID: u64 = 1;
+const COST_PER_ID: u64 = 4;
+/// Setting up and releasing the VM's iterator over one map.
+const COST_PER_MAP: u64 = 64;
 /// One step of the VM's map iterator (fetching an entry, advancing), besides the
 /// visits of the entry's key and value. Large maps are HAMTs: iterating them is
 /// several times slower than a list walk.
@@ -47,9 +48,9 @@ const COST_PER_MAP_ENTRY: u64 = 24;
 /// `n × ceil(log2 n)` of them.
 const COST_PER_SORT_STEP: u64 = 2;
 /// One call into the VM's external term format (allocating the result binary).
-const COST_PER_ETF_CALL: u64 = 100;
-/// ETF bytes written or read per unit.
-const ETF_BYTES_PER_UNIT: u64 = 2;
+const COST_PER_ETF_CALL: u64 = 80;
+/// ETF bytes written or read per unit (digits and names are copied as they are).
+const ETF_BYTES_PER_UNIT: u64 = 8;
 
 /// Widest integer magnitude, in bytes, read on a normal scheduler (up to 2^2040 − 1).
 /// Its size is proved by two comparisons with fixed limits before it is encoded.
@@ -67,7 +68,29 @@ const MAX_OPAQUE_ETF: usize = MAX_ATOM_ETF + 64;
 
 /// The id of `term`, charging its cost to `budget`.
 pub fn term_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
-    id_at(term, budget, 0)
+    budget.charge(COST_PER_TERM)?;
+    // Binaries are by far the most common keys and nodes: tried first, which skips
+    // the generic type query.
+    if let Ok(bin) = Binary::from_term(term) {
+        budget.charge(hash_cost(bin.len()))?;
+        return Ok(term_hash::binary(bin.as_slice()));
+    }
+    match term.get_type() {
+        kind @ (TermType::Tuple | TermType::List | TermType::Map) => Walk {
+            budget,
+            ids: IdStack::new(),
+        }
+        .container_id(term, kind, 0),
+        kind => leaf_id(term, kind, budget),
+    }
+}
+
+/// One term walk: containers build their encodings on one shared [`IdStack`], so a
+/// level of nesting costs the machine stack only a small frame (the walk recurses,
+/// at most [`MAX_DEPTH`] levels), and small terms allocate nothing.
+struct Walk<'b> {
+    budget: &'b mut Budget,
+    ids: IdStack,
 }
 
 #[inline]
@@ -92,21 +115,195 @@ fn sort_cost(n: usize) -> u64 {
     n as u64 * log as u64 * COST_PER_SORT_STEP
 }
 
-fn id_at(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
-    if depth > MAX_DEPTH {
-        return bad_arg(format!(
-            "term nested deeper than {MAX_DEPTH} levels cannot be hashed"
-        ));
+impl Walk<'_> {
+    fn id_at(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        if depth > MAX_DEPTH {
+            return bad_arg(format!(
+                "term nested deeper than {MAX_DEPTH} levels cannot be hashed"
+            ));
+        }
+        self.budget.charge(COST_PER_TERM)?;
+        if let Ok(bin) = Binary::from_term(term) {
+            self.budget.charge(hash_cost(bin.len()))?;
+            return Ok(term_hash::binary(bin.as_slice()));
+        }
+        self.non_binary_id(term, depth)
     }
-    budget.charge(COST_PER_TERM)?;
-    // Binaries are by far the most common keys and nodes: try them first, which
-    // skips the generic type query.
-    if let Ok(bin) = Binary::from_term(term) {
-        budget.charge(hash_cost(bin.len()))?;
-        return Ok(term_hash::binary(bin.as_slice()));
+
+    /// [`Walk::id_at`] for a term known not to be a binary, its visit charged.
+    fn non_binary_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        match term.get_type() {
+            kind @ (TermType::Tuple | TermType::List | TermType::Map) => {
+                self.container_id(term, kind, depth)
+            }
+            kind => leaf_id(term, kind, self.budget),
+        }
     }
-    match term.get_type() {
-        // Not a whole-byte binary (tried above): a bitstring.
+
+    fn container_id(&mut self, term: Term, kind: TermType, depth: usize) -> Outcome<u64> {
+        match kind {
+            TermType::Tuple => self.tuple_id(term, depth),
+            TermType::List => self.list_id(term, depth),
+            _ => self.map_id(term, depth),
+        }
+    }
+
+    #[inline(never)]
+    fn tuple_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        let env = term.get_env();
+        let mut arity: c_int = 0;
+        let mut array: MaybeUninit<*const ErlNifTerm> = MaybeUninit::uninit();
+        // SAFETY: both out-pointers are valid; on success the VM stores the arity and
+        // a pointer to the tuple's elements, which live as long as the term (this call).
+        let ok = unsafe {
+            enif_get_tuple(
+                env.as_c_arg(),
+                term.as_c_arg(),
+                &mut arity,
+                array.as_mut_ptr(),
+            )
+        };
+        if ok == 0 || arity < 0 {
+            return Err(unreadable("tuple"));
+        }
+        let elements: &[ErlNifTerm] = if arity == 0 {
+            &[]
+        } else {
+            // SAFETY: the call succeeded, so the pointer is initialised and points at
+            // `arity` element terms of the tuple.
+            unsafe { std::slice::from_raw_parts(array.assume_init(), arity as usize) }
+        };
+        // The ids' room in the shared encoding buffer, and their hash.
+        self.budget.charge(ids_cost(elements.len()))?;
+        let mark = self.ids.open();
+        self.ids.reserve(elements.len());
+        for &element in elements {
+            // SAFETY: `element` is a term of the tuple, valid in `env` for this call.
+            let element = unsafe { Term::new(env, element) };
+            let id = self.id_at(element, depth + 1)?;
+            self.ids.push(id);
+        }
+        Ok(self.ids.close(mark, tag::TUPLE))
+    }
+
+    /// Walks cons cells itself: rustler's list iterator panics on improper lists.
+    #[inline(never)]
+    fn list_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        let mark = self.ids.open();
+        let mut rest = term;
+        loop {
+            if rest.is_empty_list() {
+                return Ok(self.ids.close(mark, tag::LIST));
+            }
+            match rest.list_get_cell() {
+                Ok((head, tail)) => {
+                    // The cell, and its id's room and hash in the encoding buffer
+                    // (which grows with the list: every growth is paid for here).
+                    self.budget.charge(COST_PER_TERM + ids_cost(1))?;
+                    let id = self.id_at(head, depth + 1)?;
+                    self.ids.push(id);
+                    rest = tail;
+                }
+                Err(_) => {
+                    self.budget.charge(ids_cost(1))?;
+                    let id = self.id_at(rest, depth + 1)?;
+                    self.ids.push(id);
+                    return Ok(self.ids.close(mark, tag::IMPROPER_LIST));
+                }
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn map_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        let n = term.map_size().map_err(|_| unreadable("map"))?;
+        // All of it before any of it: the iteration, the entries' room and the
+        // encoding's hash, and the sort (keys and values are charged as visited).
+        self.budget
+            .charge(COST_PER_MAP + n as u64 * COST_PER_MAP_ENTRY)?;
+        self.budget.charge(ids_cost(2 * n))?;
+        self.budget.charge(sort_cost(n))?;
+        let mut iter = MapEntries::new(term)?;
+        let mark = self.ids.open_map();
+        self.ids.reserve_entries(n);
+        while let Some((k, v)) = iter.next_entry() {
+            let k = self.id_at(k, depth + 1)?;
+            let v = self.id_at(v, depth + 1)?;
+            self.ids.push_entry(k, v);
+        }
+        if self.ids.entries_since(mark) != n {
+            return Err(unreadable("map"));
+        }
+        // Sorts the entries (charged above) and hashes them.
+        Ok(self.ids.close_map(mark))
+    }
+}
+
+/// The entries of a map, in the VM's order, straight from the NIF map iterator
+/// (rustler's `MapIterator` is double-ended: two VM iterators and a key comparison
+/// per step, and a larger stack frame at every level of nested maps).
+struct MapEntries<'a> {
+    env: Env<'a>,
+    iter: ErlNifMapIterator,
+}
+
+impl<'a> MapEntries<'a> {
+    fn new(map: Term<'a>) -> Outcome<MapEntries<'a>> {
+        let env = map.get_env();
+        let mut iter: MaybeUninit<ErlNifMapIterator> = MaybeUninit::uninit();
+        // SAFETY: `iter` is a valid out-pointer; the call fails (returns 0) unless
+        // `map` is a map, and on success initialises the iterator.
+        let ok = unsafe {
+            enif_map_iterator_create(
+                env.as_c_arg(),
+                map.as_c_arg(),
+                iter.as_mut_ptr(),
+                ErlNifMapIteratorEntry::ERL_NIF_MAP_ITERATOR_HEAD,
+            )
+        };
+        if ok == 0 {
+            return Err(unreadable("map"));
+        }
+        Ok(MapEntries {
+            env,
+            // SAFETY: initialised by the successful call above.
+            iter: unsafe { iter.assume_init() },
+        })
+    }
+
+    fn next_entry(&mut self) -> Option<(Term<'a>, Term<'a>)> {
+        let mut key: MaybeUninit<ErlNifTerm> = MaybeUninit::uninit();
+        let mut value: MaybeUninit<ErlNifTerm> = MaybeUninit::uninit();
+        // SAFETY: the iterator was created for a map of this env and not destroyed;
+        // get_pair fails (returns 0) past the last entry, and otherwise writes both
+        // terms, which are then valid in `env` for this call.
+        unsafe {
+            let env = self.env.as_c_arg();
+            if enif_map_iterator_get_pair(env, &mut self.iter, key.as_mut_ptr(), value.as_mut_ptr())
+                == 0
+            {
+                return None;
+            }
+            enif_map_iterator_next(env, &mut self.iter);
+            Some((
+                Term::new(self.env, key.assume_init()),
+                Term::new(self.env, value.assume_init()),
+            ))
+        }
+    }
+}
+
+impl Drop for MapEntries<'_> {
+    fn drop(&mut self) {
+        // SAFETY: created successfully in `new`, destroyed only here, once.
+        unsafe { enif_map_iterator_destroy(self.env.as_c_arg(), &mut self.iter) };
+    }
+}
+
+/// The id of a term that is neither a binary nor a container, its visit charged.
+fn leaf_id(term: Term, kind: TermType, budget: &mut Budget) -> Outcome<u64> {
+    match kind {
+        // Not a whole-byte binary (tried first): a bitstring.
         TermType::Binary => bitstring_id(term, budget),
         TermType::Integer => integer_id(term, budget),
         TermType::Float => {
@@ -114,13 +311,11 @@ fn id_at(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
             Ok(term_hash::float(value))
         }
         TermType::Atom => atom_id(term, budget),
-        TermType::Tuple => tuple_id(term, budget, depth),
-        TermType::List => list_id(term, budget, depth),
-        TermType::Map => map_id(term, budget, depth),
         TermType::Pid => opaque_id(tag::PID, term, budget),
         TermType::Port => opaque_id(tag::PORT, term, budget),
         TermType::Ref => opaque_id(tag::REFERENCE, term, budget),
         TermType::Fun => opaque_id(tag::FUN, term, budget),
+        TermType::Tuple | TermType::List | TermType::Map => Err(unreadable("container as a leaf")),
         TermType::Unknown => bad_arg("term of an unknown type cannot be hashed"),
     }
 }
@@ -142,6 +337,7 @@ fn integer_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
 /// An integer outside `i64` and `u64`: the NIF API cannot read it, the ETF can.
 /// (rustler's `decode::<i128>` is not used: it encodes the whole integer before
 /// looking at its size, and wraps negative values below −2^127.)
+#[inline(never)]
 fn big_integer_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
     let ext = if budget.is_limited() {
         let bytes = bounded_big_bytes(term, budget)?.ok_or(Failure::NeedsDirty)?;
@@ -174,6 +370,7 @@ fn big_integer_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
 /// bignum), or `None` when it is wider than [`MAX_NORMAL_BIG_BYTES`]. Compares it
 /// with ±(2^(8·n) − 1), built from a fixed ETF; comparing two bignums of different
 /// sizes looks at their sizes only, so each comparison costs at most the limit's size.
+#[inline(never)]
 fn bounded_big_bytes(term: Term, budget: &mut Budget) -> Outcome<Option<usize>> {
     let env = term.get_env();
     let negative = term < 0i64.encode(env);
@@ -202,6 +399,7 @@ fn big_limit(env: Env, bytes: usize, negative: bool) -> Outcome<Term> {
         .ok_or_else(|| unreadable("integer"))
 }
 
+#[inline(never)]
 fn atom_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
     // Names that fit Latin-1 (nearly all): read straight into a stack buffer, at
     // most 255 characters and a NUL.
@@ -246,85 +444,7 @@ fn atom_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
     })
 }
 
-fn tuple_id(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
-    let env = term.get_env();
-    let mut arity: c_int = 0;
-    let mut array: MaybeUninit<*const ErlNifTerm> = MaybeUninit::uninit();
-    // SAFETY: both out-pointers are valid; on success the VM stores the arity and a
-    // pointer to the tuple's elements, which live as long as the term (this call).
-    let ok = unsafe {
-        enif_get_tuple(
-            env.as_c_arg(),
-            term.as_c_arg(),
-            &mut arity,
-            array.as_mut_ptr(),
-        )
-    };
-    if ok == 0 || arity < 0 {
-        return Err(unreadable("tuple"));
-    }
-    let elements: &[ErlNifTerm] = if arity == 0 {
-        &[]
-    } else {
-        // SAFETY: the call succeeded, so the pointer is initialised and points at
-        // `arity` element terms of the tuple.
-        unsafe { std::slice::from_raw_parts(array.assume_init(), arity as usize) }
-    };
-    // The encoding buffer (allocated when larger than the stack part) and its hash.
-    budget.charge(ids_cost(elements.len()))?;
-    let mut enc = IdEncoding::with_capacity(elements.len());
-    for &element in elements {
-        // SAFETY: `element` is a term of the tuple, valid in `env` for this call.
-        let element = unsafe { Term::new(env, element) };
-        enc.push(id_at(element, budget, depth + 1)?);
-    }
-    Ok(enc.finish(tag::TUPLE))
-}
-
-/// Walks cons cells itself: rustler's list iterator panics on improper lists.
-fn list_id(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
-    let mut enc = IdEncoding::with_capacity(0);
-    let mut rest = term;
-    loop {
-        if rest.is_empty_list() {
-            return Ok(enc.finish(tag::LIST));
-        }
-        match rest.list_get_cell() {
-            Ok((head, tail)) => {
-                // The cell, and its id's place and hash in the encoding (which
-                // grows with the list, so every allocation is paid for here).
-                budget.charge(COST_PER_TERM + ids_cost(1))?;
-                enc.push(id_at(head, budget, depth + 1)?);
-                rest = tail;
-            }
-            Err(_) => {
-                budget.charge(ids_cost(1))?;
-                enc.push(id_at(rest, budget, depth + 1)?);
-                return Ok(enc.finish(tag::IMPROPER_LIST));
-            }
-        }
-    }
-}
-
-fn map_id(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
-    let n = term.map_size().map_err(|_| unreadable("map"))?;
-    // All of it before any of it: the iteration, the entry buffer and the
-    // encoding's hash, and the sort (the keys and values are charged as visited).
-    budget.charge(n as u64 * COST_PER_MAP_ENTRY)?;
-    budget.charge(ids_cost(2 * n))?;
-    budget.charge(sort_cost(n))?;
-    let iter = MapIterator::new(term).ok_or_else(|| unreadable("map"))?;
-    let mut entries: SmallVec<[(u64, u64); 8]> = SmallVec::with_capacity(n);
-    for (k, v) in iter {
-        entries.push((id_at(k, budget, depth + 1)?, id_at(v, budget, depth + 1)?));
-    }
-    if entries.len() != n {
-        return Err(unreadable("map"));
-    }
-    entries.sort_unstable();
-    Ok(term_hash::map_sorted(&entries))
-}
-
+#[inline(never)]
 fn bitstring_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
     if budget.is_limited() {
         // Its size cannot be read without encoding it.
@@ -348,6 +468,7 @@ fn bitstring_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
 /// Pids, ports, references and funs name things inside one running cluster; their
 /// ids hash the ETF and are stable only within that cluster. A pid, port or
 /// reference has a small bounded ETF; a fun carries its environment, of any size.
+#[inline(never)]
 fn opaque_id(tag: u8, term: Term, budget: &mut Budget) -> Outcome<u64> {
     let ext = if tag == tag::FUN {
         if budget.is_limited() {
