@@ -208,8 +208,8 @@ pub fn map(entries: &mut [(u64, u64)]) -> u64 {
 /// when closed. Nothing is allocated until the buffers outgrow their inline part,
 /// and a walker's stack frames need no buffer of their own.
 pub struct IdStack {
-    bytes: Spill<u8, 256>,
-    entries: Spill<(u64, u64), 16>,
+    bytes: Spill<u8, 192>,
+    entries: Spill<(u64, u64), 8>,
 }
 
 /// Where a container's encoding starts in an [`IdStack`].
@@ -335,11 +335,18 @@ impl<T: Copy + Default, const N: usize> Spill<T, N> {
         }
     }
 
-    #[inline(never)]
+    #[inline]
     fn reserve(&mut self, more: usize) {
+        if self.spilled() || self.len + more > N {
+            self.reserve_heap(more);
+        }
+    }
+
+    #[inline(never)]
+    fn reserve_heap(&mut self, more: usize) {
         if self.spilled() {
             self.heap.reserve(more);
-        } else if self.len + more > N {
+        } else {
             let mut heap = Vec::with_capacity((self.len + more).max(2 * N));
             heap.extend_from_slice(&self.inline[..self.len]);
             self.heap = heap;
@@ -358,7 +365,7 @@ impl<T: Copy + Default, const N: usize> Spill<T, N> {
 
     #[inline(never)]
     fn grow(&mut self, items: &[T]) {
-        self.reserve(items.len());
+        self.reserve_heap(items.len());
         self.heap.extend_from_slice(items);
     }
 

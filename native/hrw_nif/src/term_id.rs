@@ -402,22 +402,24 @@ fn big_limit(env: Env, bytes: usize, negative: bool) -> Outcome<Term> {
 #[inline(never)]
 fn atom_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
     // Names that fit Latin-1 (nearly all): read straight into a stack buffer, at
-    // most 255 characters and a NUL.
-    let mut name = [0u8; MAX_ATOM_CHARS + 1];
-    // SAFETY: `name` is writable for the `len` bytes passed; the VM writes at most
+    // most 255 characters and a NUL (left uninitialised: the VM writes it).
+    let mut buf: MaybeUninit<[u8; MAX_ATOM_CHARS + 1]> = MaybeUninit::uninit();
+    // SAFETY: `buf` is writable for the `len` bytes passed; the VM writes at most
     // that many (the name and a NUL) and returns 0 when the term is not an atom,
     // its name does not fit Latin-1, or the buffer is too small.
     let written = unsafe {
         enif_get_atom(
             term.get_env().as_c_arg(),
             term.as_c_arg(),
-            name.as_mut_ptr() as *mut c_char,
-            name.len() as c_uint,
+            buf.as_mut_ptr() as *mut c_char,
+            (MAX_ATOM_CHARS + 1) as c_uint,
             ErlNifCharEncoding::ERL_NIF_LATIN1,
         )
     };
-    if written > 0 {
-        let name = &name[..written as usize - 1];
+    if written > 0 && written as usize <= MAX_ATOM_CHARS + 1 {
+        // SAFETY: the VM wrote `written` bytes (the name, then a NUL) from the start.
+        let name =
+            unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, written as usize - 1) };
         // UTF-8 takes at most two bytes a Latin-1 character.
         budget.charge(hash_cost(1 + 2 * name.len()))?;
         return Ok(term_hash::atom_latin1(name));
