@@ -241,6 +241,14 @@ defmodule HRW.TermIdTest do
     assert HRW.Native.term_id_dirty(mixed) == HRW.term_id(mixed)
   end
 
+  test "binaries and bitstrings that start inside a byte hash by their bits" do
+    <<_::3, rest::binary>> = <<5::3, "hello"::binary>>
+    assert HRW.term_id(rest) == HRW.term_id("hello")
+    <<_::5, bits::bitstring>> = <<1::5, 5::3, 0xFF>>
+    assert bit_size(bits) == 11
+    assert HRW.term_id(bits) == HRW.term_id(<<5::3, 0xFF>>)
+  end
+
   describe "bad input" do
     test "nesting up to 256 levels is hashed, deeper raises ArgumentError" do
       nest = fn depth -> Enum.reduce(1..depth, :leaf, fn _, acc -> [acc] end) end
