@@ -11,9 +11,10 @@ subtree's members per step instead of per-slot tables, leaf picks by the exact �
 key of every node instead of bounds that skip the logarithm, and weights split with
 math.frexp instead of bit fields.
 Needs `pip install xxhash`. Usage, one mode per run:
-  python3 docs/reference.py                                   # vectors
-  python3 docs/reference.py fixture test/fixtures/reference_owners.tsv
+  python3 docs/reference.py                                             # vectors
+  python3 docs/reference.py fixture test/fixtures/reference_owners.tsv   # list owners
   python3 docs/reference.py skeleton test/fixtures/reference_skeleton.tsv
+  python3 docs/reference.py terms test/fixtures/reference_terms.tsv      # term ids
 """
 import struct
 import xxhash
@@ -92,6 +93,322 @@ def t_map(pairs):
     return tagged(0x08, b"".join(ids(p) for p in sorted(pairs)))
 
 
+def t_opaque(tag, etf):
+    """A pid (0x09), port (0x0A), reference (0x0B) or fun (0x0C): its whole
+    term_to_binary, version byte 131 included."""
+    return tagged(tag, etf)
+
+
+# ---------------------------------------------------------------------------
+# Any term (docs/HASHING.md §2), and the external term format (ETF) that
+# :erlang.binary_to_term/1 reads, written here from the ETF's documentation, so
+# ExUnit can rebuild each generated term in the VM and compare ids.
+#
+# Python values stand for Erlang terms: int, float, bytes (a binary), Atom, Bits (a
+# bitstring that is not whole bytes), tuple, list (proper), Improper, Map, Opaque.
+
+class Atom(str):
+    pass
+
+
+class Bits:
+    """A bitstring of `nbits` bits (not a multiple of 8) in `data`; the unused low
+    bits of the last byte may hold anything (they are not part of the value)."""
+
+    def __init__(self, data, nbits):
+        assert nbits % 8 and len(data) == (nbits + 7) // 8
+        self.data, self.nbits = data, nbits
+
+
+class Improper:
+    """[e1, ..., en | tail] with n >= 1 and a tail that is not a list."""
+
+    def __init__(self, elements, tail):
+        assert elements and not isinstance(tail, (list, Improper))
+        self.elements, self.tail = elements, tail
+
+
+class Map:
+    def __init__(self, pairs):
+        self.pairs = pairs
+
+
+class Opaque:
+    """A pid, port, reference or fun given by its ETF body (after the 131)."""
+
+    def __init__(self, tag, body, kind):
+        self.tag, self.body, self.kind = tag, body, kind
+
+
+def term_id(t):
+    if isinstance(t, bool):
+        raise TypeError("use Atom('true') / Atom('false')")
+    if isinstance(t, bytes):
+        return t_binary(t)
+    if isinstance(t, Atom):
+        return t_atom(str(t))
+    if isinstance(t, int):
+        return t_int(t)
+    if isinstance(t, float):
+        return t_float(t)
+    if isinstance(t, Bits):
+        data = bytearray(t.data)
+        data[-1] &= (0xFF << (8 - t.nbits % 8)) & 0xFF
+        return t_bits(bytes(data), t.nbits)
+    if isinstance(t, tuple):
+        return t_tuple(*[term_id(e) for e in t])
+    if isinstance(t, list):
+        return t_list(*[term_id(e) for e in t])
+    if isinstance(t, Improper):
+        return t_improper([term_id(e) for e in t.elements], term_id(t.tail))
+    if isinstance(t, Map):
+        return t_map([(term_id(k), term_id(v)) for k, v in t.pairs])
+    if isinstance(t, Opaque):
+        return t_opaque(t.tag, bytes([131]) + t.body)
+    raise TypeError(type(t))
+
+
+def etf_atom(name, latin1=False):
+    if latin1:  # ATOM_EXT: what OTP 25's term_to_binary writes for Latin-1 names
+        b = name.encode("latin-1")
+        return bytes([100]) + struct.pack(">H", len(b)) + b
+    b = name.encode("utf-8")
+    if len(b) < 256:  # SMALL_ATOM_UTF8_EXT
+        return bytes([119, len(b)]) + b
+    return bytes([118]) + struct.pack(">H", len(b)) + b  # ATOM_UTF8_EXT
+
+
+def etf_body(t):
+    if isinstance(t, bytes):
+        return bytes([109]) + struct.pack(">I", len(t)) + t  # BINARY_EXT
+    if isinstance(t, Atom):
+        return etf_atom(str(t))
+    if isinstance(t, int):
+        if 0 <= t < 256:
+            return bytes([97, t])  # SMALL_INTEGER_EXT
+        if -(2**31) <= t < 2**31:
+            return bytes([98]) + struct.pack(">i", t)  # INTEGER_EXT
+        mag = abs(t)
+        digits = mag.to_bytes((mag.bit_length() + 7) // 8, "little")
+        sign = bytes([1 if t < 0 else 0])
+        if len(digits) < 256:
+            return bytes([110, len(digits)]) + sign + digits  # SMALL_BIG_EXT
+        return bytes([111]) + struct.pack(">I", len(digits)) + sign + digits  # LARGE_BIG_EXT
+    if isinstance(t, float):
+        return bytes([70]) + struct.pack(">d", t)  # NEW_FLOAT_EXT
+    if isinstance(t, Bits):  # BIT_BINARY_EXT: length, bits used in the last byte
+        return bytes([77]) + struct.pack(">IB", len(t.data), t.nbits % 8) + t.data
+    if isinstance(t, tuple):
+        head = bytes([104, len(t)]) if len(t) < 256 else bytes([105]) + struct.pack(">I", len(t))
+        return head + b"".join(etf_body(e) for e in t)
+    if isinstance(t, list):
+        if not t:
+            return bytes([106])  # NIL_EXT
+        if len(t) < 65536 and all(isinstance(e, int) and not isinstance(e, bool) and 0 <= e < 256 for e in t):
+            return bytes([107]) + struct.pack(">H", len(t)) + bytes(t)  # STRING_EXT
+        return bytes([108]) + struct.pack(">I", len(t)) + b"".join(etf_body(e) for e in t) + bytes([106])
+    if isinstance(t, Improper):
+        return (bytes([108]) + struct.pack(">I", len(t.elements))
+                + b"".join(etf_body(e) for e in t.elements) + etf_body(t.tail))
+    if isinstance(t, Map):
+        return (bytes([116]) + struct.pack(">I", len(t.pairs))
+                + b"".join(etf_body(k) + etf_body(v) for k, v in t.pairs))
+    if isinstance(t, Opaque):
+        return t.body
+    raise TypeError(type(t))
+
+
+def etf(t):
+    return bytes([131]) + etf_body(t)
+
+
+class TermGen:
+    """Seeded random terms of every type, weighted towards the edges."""
+
+    INT_EDGES = [0, 1, 255, 256, 2**31 - 1, 2**31, 2**63 - 1, 2**63, 2**64 - 1, 2**64,
+                 2**127 - 1, 2**127, 2**128 - 1, 2**128, 2**2040 - 1, 2**2040]
+    FLOAT_EDGES = [0.0, -0.0, 1.0, -1.0, 5e-324, -5e-324, 2.2250738585072009e-308,
+                   2.2250738585072014e-308, 1.7976931348623157e308, -1.7976931348623157e308,
+                   0.1, 1e100, -2.5, 9007199254740993.0]
+    # Code point ranges for atom names: ASCII, Latin-1, the rest of the BMP (no
+    # surrogates), beyond the BMP.
+    CHAR_RANGES = [(0x20, 0x7E), (0x80, 0xFF), (0x100, 0x7FF), (0x800, 0xD7FF),
+                   (0xE000, 0xFFFD), (0x10000, 0x10FFFF)]
+
+    def __init__(self, seed):
+        import random
+        self.rng = random.Random(seed)
+        self.top = True
+
+    def integer(self):
+        r = self.rng
+        pick = r.random()
+        if pick < 0.3:
+            v = r.choice(self.INT_EDGES) + r.choice([-1, 0, 0, 1])
+        elif pick < 0.6:
+            v = r.getrandbits(r.choice([7, 8, 16, 31, 32, 33, 62, 63, 64, 65]))
+        elif pick < 0.95 or not self.top:
+            v = r.getrandbits(r.randint(65, 300))
+        elif pick < 0.995:
+            v = r.getrandbits(r.randint(300, 20000))
+        else:
+            v = 1 << r.randint(20000, 120000)
+        return -v if r.random() < 0.5 else v
+
+    def float(self):
+        r = self.rng
+        if r.random() < 0.2:
+            return r.choice(self.FLOAT_EDGES)
+        while True:
+            bits = r.getrandbits(64)
+            if r.random() < 0.2:
+                bits &= ~(0x7FF << 52)  # subnormal (or zero)
+            if (bits >> 52) & 0x7FF != 0x7FF:  # no infinities or NaNs in Erlang
+                return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+    def atom(self):
+        r = self.rng
+        pick = r.random()
+        if pick < 0.05:
+            return Atom(r.choice(["", "true", "false", "nil", "a", "λ", "日本", "é", "ÿ", "Ā", "😀"]))
+        n = r.randint(0, 255) if pick < 0.15 and self.top else r.randint(1, 12)
+        lo_hi = r.choice(self.CHAR_RANGES) if r.random() < 0.5 else None
+        chars = []
+        for _ in range(n):
+            lo, hi = lo_hi or r.choice(self.CHAR_RANGES)
+            chars.append(chr(r.randint(lo, hi)))
+        return Atom("".join(chars))
+
+    def binary(self):
+        r = self.rng
+        n = r.randint(0, 40) if r.random() < 0.95 or not self.top else r.randint(41, 3000)
+        return bytes(r.getrandbits(8) for _ in range(n))
+
+    def bits(self):
+        r = self.rng
+        nbytes = r.randint(0, 6) if r.random() < 0.8 or not self.top else r.randint(7, 400)
+        nbits = 8 * nbytes + r.randint(1, 7)
+        # Random bytes, unused low bits of the last byte included.
+        return Bits(bytes(r.getrandbits(8) for _ in range((nbits + 7) // 8)), nbits)
+
+    def node_atom(self):
+        return "n%d@host-%d" % (self.rng.randint(0, 99), self.rng.randint(0, 9))
+
+    def opaque(self):
+        r = self.rng
+        kind = r.choice(["pid", "port", "ref", "fun"])
+        if kind == "pid":  # NEW_PID_EXT: node, ID (15 bits), serial (13 bits), creation
+            body = (bytes([88]) + etf_atom(self.node_atom(), latin1=True)
+                    + struct.pack(">III", r.getrandbits(15), r.getrandbits(13), r.getrandbits(32)))
+            return Opaque(0x09, body, kind)
+        if kind == "port":  # NEW_PORT_EXT: node, ID (28 bits), creation
+            body = (bytes([89]) + etf_atom(self.node_atom(), latin1=True)
+                    + struct.pack(">II", r.getrandbits(28), r.getrandbits(32)))
+            return Opaque(0x0A, body, kind)
+        if kind == "ref":  # NEWER_REFERENCE_EXT: length, node, creation, ids (first 18 bits)
+            ids = [r.getrandbits(18), r.getrandbits(32), r.getrandbits(32)]
+            body = (bytes([90]) + struct.pack(">H", 3) + etf_atom(self.node_atom(), latin1=True)
+                    + struct.pack(">I", r.getrandbits(32)) + b"".join(struct.pack(">I", i) for i in ids))
+            return Opaque(0x0B, body, kind)
+        # EXPORT_EXT: fun Module:Function/Arity
+        mod = "m%d" % r.randint(0, 999)
+        fun = "f%d" % r.randint(0, 999)
+        body = (bytes([113]) + etf_atom(mod, latin1=True) + etf_atom(fun, latin1=True)
+                + bytes([97, r.randint(0, 255)]))
+        return Opaque(0x0C, body, kind)
+
+    SCALARS = ["integer", "float", "atom", "binary", "bits", "opaque"]
+
+    def scalar(self):
+        return getattr(self, self.rng.choice(self.SCALARS))()
+
+    def size(self, depth):
+        """Children of a container whose children may nest `depth` more levels:
+        wide containers only near the leaves, so a term stays small."""
+        r = self.rng
+        return r.randint(5, 24) if depth == 0 and r.random() < 0.2 else r.randint(0, 4)
+
+    def term(self, depth):
+        r = self.rng
+        if depth <= 0 or r.random() < 0.45:
+            return self.scalar()
+        kind = r.choice(["tuple", "list", "charlist", "improper", "map", "map"])
+        return getattr(self, kind)(depth - 1)
+
+    def tuple(self, depth):
+        n = self.size(depth) if self.rng.random() < 0.98 or depth > 0 else 300
+        return tuple(self.term(depth) for _ in range(n))
+
+    def list(self, depth):
+        return [self.term(depth) for _ in range(self.size(depth))]
+
+    def charlist(self, depth):
+        return [self.rng.randint(0, 255) for _ in range(self.rng.randint(1, 30))]
+
+    def improper(self, depth):
+        tail = self.term(depth)
+        while isinstance(tail, (list, Improper)):
+            tail = self.scalar()
+        return Improper([self.term(depth) for _ in range(self.rng.randint(1, 5))], tail)
+
+    def map(self, depth, n=None, small_values=None):
+        n = self.size(depth) if n is None else n
+        pairs, seen = [], set()
+        while len(pairs) < n:
+            k = self.term(depth) if small_values is None else self.small_key()
+            kid = term_id(k)  # distinct ids: distinct keys (0.0 and -0.0 share one)
+            if kid not in seen:
+                seen.add(kid)
+                pairs.append((k, self.term(depth) if small_values is None else small_values()))
+        return Map(pairs)
+
+    def small_key(self):
+        r = self.rng
+        return r.choice([lambda: r.randint(-300, 300), lambda: r.getrandbits(70), self.float,
+                         lambda: Atom("k%d" % r.randint(0, 999)),
+                         lambda: bytes(r.getrandbits(8) for _ in range(r.randint(0, 6))),
+                         lambda: (Atom("id"), r.randint(0, 99))])()
+
+    def bigmap(self, depth):
+        # More than 32 keys: the VM stores these as HAMTs, iterated in hash order.
+        n = self.rng.randint(33, 80) if self.rng.random() < 0.95 else 300
+        return self.map(0, n, lambda: self.rng.choice([self.rng.randint(-5, 5), Atom("v")]))
+
+    KINDS = SCALARS + ["tuple", "list", "charlist", "improper", "map", "bigmap", "nested"]
+
+    def case(self, kind):
+        # Huge scalars (bignums to 2^120000, long binaries, bitstrings and atom
+        # names) only at the top, so that containers stay small.
+        self.top = kind in self.SCALARS
+        if self.top:
+            return getattr(self, kind)()
+        if kind == "nested":
+            return self.term(6)
+        return getattr(self, kind)(self.rng.randint(0, 2))
+
+
+def kind_of(t):
+    for cls, name in [(bytes, "binary"), (Atom, "atom"), (float, "float"), (Bits, "bits"),
+                      (tuple, "tuple"), (list, "list"), (Improper, "improper"), (Map, "map")]:
+        if isinstance(t, cls):
+            return name
+    if isinstance(t, int):
+        return "integer"
+    return t.kind  # Opaque
+
+
+def terms_fixture(path, cases=10400, seed=11):
+    """Writes `base64 of the ETF<TAB>id in hex<TAB>type` lines for ExUnit: `cases`
+    random terms, every kind in turn."""
+    import base64
+
+    gen = TermGen(seed)
+    with open(path, "w") as out:
+        for i in range(cases):
+            t = gen.case(TermGen.KINDS[i % len(TermGen.KINDS)])
+            out.write(f"{base64.b64encode(etf(t)).decode()}\t{term_id(t):016x}\t{kind_of(t)}\n")
+
+
 # -- §3 weighted costs ---------------------------------------------------------------
 
 TWO_OVER_LN2 = struct.unpack("<d", struct.pack("<Q", 0x40071547652B82FE))[0]
@@ -160,6 +477,45 @@ TERMS = [
     ("nested", '{"x", [1.5, %{k: {}}]}', t_tuple(t_binary(b"x"), t_list(t_float(1.5), t_map([(t_atom("k"), t_tuple())])))),
 ]
 
+def boundary_terms():
+    """(label, Elixir source, id) at the edges of every type: integers around
+    ±2^63, ±2^64, ±2^127, ±2^128 and 2^2040 (±1 each) and far beyond, atoms
+    outside ASCII and Latin-1, special floats, bitstrings of every length mod 8,
+    maps large enough to be HAMTs."""
+    out = []
+    for b in [63, 64, 127, 128, 2040]:
+        for d in [-1, 0, 1]:
+            for sign in [1, -1]:
+                v = sign * (2**b + d)
+                body = "2 ** %d %s 1" % (b, "+" if d > 0 else "-") if d else "2 ** %d" % b
+                src = f"-({body})" if sign < 0 else body
+                out.append((f"int {src}", src, t_int(v)))
+    for b in [1000, 100000]:
+        for sign in [1, -1]:
+            src = f"-(2 ** {b})" if sign < 0 else f"2 ** {b}"
+            out.append((f"int {src}", src, t_int(sign * 2**b)))
+    for name in ["é", "ÿ", "Ā", "λ", "日本", "😀", "", "a" * 255, "é" * 255, "λ" * 255, "😀" * 255]:
+        src = ':"%s"' % name if len(name) < 8 else ':"#{String.duplicate("%s", 255)}"' % name[0]
+        out.append((f"atom {name[:3]!r}x{len(name)}", src, t_atom(name)))
+    for f, src in [(-0.0, "-0.0"), (5e-324, "5.0e-324"), (-5e-324, "-5.0e-324"),
+                   (2.2250738585072009e-308, "2.225073858507201e-308"),
+                   (1.7976931348623157e308, "1.7976931348623157e308"),
+                   (-1.7976931348623157e308, "-1.7976931348623157e308")]:
+        out.append((f"float {src}", src, t_float(f)))
+    for nbits in [1, 2, 3, 4, 5, 6, 7, 9, 15, 17, 63, 65, 1001]:
+        # All ones: the Elixir value is <<-1::size(nbits)>>.
+        nbytes = (nbits + 7) // 8
+        data = bytearray([0xFF] * nbytes)
+        data[-1] = (0xFF << (8 - nbits % 8)) & 0xFF
+        out.append((f"bits {nbits}", f"<<-1::size({nbits})>>", t_bits(bytes(data), nbits)))
+    for n in [32, 33, 100]:
+        src = f"Map.new(1..{n}, &{{&1, &1}})"
+        out.append((f"map {n}", src, t_map([(t_int(i), t_int(i)) for i in range(1, n + 1)])))
+    out.append(("improper binary tail", '["a" | "b"]', t_improper([t_binary(b"a")], t_binary(b"b"))))
+    out.append(("improper atom tail", "[1, 2 | :a]", t_improper([t_int(1), t_int(2)], t_atom("a"))))
+    return out
+
+
 N3_PAIRS = [(0, 0), (1, 0), (0, 1), (2**64 - 1, 2**63), (0x0123456789ABCDEF, 0xFEDCBA9876543210),
             (42, 2**29), (2**32, 2**59), (0xDEADBEEF, 7)]
 
@@ -172,6 +528,9 @@ def print_vectors():
         print(f"({sc:#x}, {w!r}, {cost_key(sc, w):#x}),")
     print("# term ids (label, source, id)")
     for label, src, i in TERMS:
+        print(f"{label!r}, {src}, {i:#018x}")
+    print("# boundary term ids (label, source, id)")
+    for label, src, i in boundary_terms():
         print(f"{label!r}, {src}, {i:#018x}")
     print("# weighted owners over [{a,1},{b,2},{c,3},{d,10},{e,0.5}] (key, owner)")
     wnodes = [("a", 1.0), ("b", 2.0), ("c", 3.0), ("d", 10.0), ("e", 0.5)]
@@ -395,6 +754,8 @@ if __name__ == "__main__":
         fixture(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "skeleton":
         print(skeleton_fixture(sys.argv[2]), "cases")
+    elif len(sys.argv) > 2 and sys.argv[1] == "terms":
+        terms_fixture(sys.argv[2])
     else:
         print_vectors()
         pinned_skeleton()

@@ -29,9 +29,236 @@ defmodule HRW.TermIdTest do
     {{"x", [1.5, %{k: {}}]}, 0x91921DB748A24993}
   ]
 
+  # The edges of every type ("boundary term ids" in docs/reference.py's output; the
+  # same in vectors.rs): integers at ±2^63, ±2^64, ±2^127, ±2^128 and ±2^2040 (the
+  # widest read on a normal scheduler), each ±1, and far beyond; atoms outside ASCII
+  # and Latin-1 up to 255 characters; special floats; bitstrings of every length mod
+  # 8 (all bits set: unused bits must not count); maps on both sides of 32 keys.
+  @boundary [
+    {2 ** 63 - 1, 0xD66452E54AE2095E},
+    {-(2 ** 63 - 1), 0xD42037260EC3BBD0},
+    {2 ** 63, 0x571EB3B1DA2994F3},
+    {-(2 ** 63), 0xA9807EE526112564},
+    {2 ** 63 + 1, 0xB2B4B068830E23BA},
+    {-(2 ** 63 + 1), 0xD06BD7CC58A07330},
+    {2 ** 64 - 1, 0x852DCCB229ADC782},
+    {-(2 ** 64 - 1), 0xEE9226A234691CE0},
+    {2 ** 64, 0x382311F1FD68C2B6},
+    {-(2 ** 64), 0x05491B19074EE18A},
+    {2 ** 64 + 1, 0x92E22FFA45DD8DFC},
+    {-(2 ** 64 + 1), 0x786B067741EC7955},
+    {2 ** 127 - 1, 0x35226D403F0AADD3},
+    {-(2 ** 127 - 1), 0x15819D34FB938F14},
+    {2 ** 127, 0x7772BC7514B00BF6},
+    {-(2 ** 127), 0x6A33FACCF9C4B304},
+    {2 ** 127 + 1, 0x20DAE5425FD5F2A2},
+    {-(2 ** 127 + 1), 0x1D138E60AA828455},
+    {2 ** 128 - 1, 0x0FEC6D783BFFD058},
+    {-(2 ** 128 - 1), 0xA9CA480FF2F9CE9C},
+    {2 ** 128, 0x1A1535995AEF827E},
+    {-(2 ** 128), 0x623DD9BE1FB27492},
+    {2 ** 128 + 1, 0x801C3936953315BA},
+    {-(2 ** 128 + 1), 0x045A420ECAA3CA94},
+    {2 ** 2040 - 1, 0x5B06B2D06276A945},
+    {-(2 ** 2040 - 1), 0x74D47A44BEAFA999},
+    {2 ** 2040, 0xE1CEB816B8D5806E},
+    {-(2 ** 2040), 0x7887DB80255A71A0},
+    {2 ** 2040 + 1, 0xDB26744E45C8AEA0},
+    {-(2 ** 2040 + 1), 0xB055BBEF25460332},
+    {2 ** 1000, 0xA264F713255351FB},
+    {-(2 ** 1000), 0x230F6CBE9E369E51},
+    {2 ** 100_000, 0x96CFE307EF0F0BA5},
+    {-(2 ** 100_000), 0xB08D9762AC1C732B},
+    {:é, 0x13477EE53762D801},
+    {:ÿ, 0xDB0BB6DC130FD9A3},
+    {:Ā, 0x24632A8FCFF2D83A},
+    {:λ, 0x31A2AFB161779022},
+    {:日本, 0xF073EE620864A7E7},
+    {:"😀", 0xB91BCA74DC67C903},
+    {:"", 0x60E851B42C30FF42},
+    {:"#{String.duplicate("a", 255)}", 0xFEA30C345D59EE0F},
+    {:"#{String.duplicate("é", 255)}", 0x2C9FDE693D257FD3},
+    {:"#{String.duplicate("λ", 255)}", 0x3392F62FB1131523},
+    {:"#{String.duplicate("😀", 255)}", 0x7A140E458E9A0293},
+    {-0.0, 0x973093EC5AB4466A},
+    {5.0e-324, 0x6E2971B840454639},
+    {-5.0e-324, 0xC60878C4227F395D},
+    {2.225073858507201e-308, 0xB37BE98242AF7766},
+    {1.7976931348623157e308, 0x94BE98BAAE7BC8BC},
+    {-1.7976931348623157e308, 0x196F8DD5E91B142C},
+    {<<-1::size(1)>>, 0x6BD0DB3A36616657},
+    {<<-1::size(2)>>, 0xE0844C4E0DFC3DA0},
+    {<<-1::size(3)>>, 0x5F98AC3E53F9A8BB},
+    {<<-1::size(4)>>, 0xC91B8FDB8041A8B4},
+    {<<-1::size(5)>>, 0x90B89178B010B739},
+    {<<-1::size(6)>>, 0xCE0DC19AA7A1EEAD},
+    {<<-1::size(7)>>, 0x5EEE1E9475FADC5C},
+    {<<-1::size(9)>>, 0x5718478F4A109380},
+    {<<-1::size(15)>>, 0x7CFC15A8ED0F348B},
+    {<<-1::size(17)>>, 0x2E70E517C1101EF4},
+    {<<-1::size(63)>>, 0x709E449F83C4931F},
+    {<<-1::size(65)>>, 0xE9544AA5720A4F04},
+    {<<-1::size(1001)>>, 0xB5F98510858FAE57},
+    {Map.new(1..32, &{&1, &1}), 0x554A9629C8DD4FBC},
+    {Map.new(1..33, &{&1, &1}), 0x6B64F7A29027FC5E},
+    {Map.new(1..100, &{&1, &1}), 0x3450D74AD00AB3B6},
+    {["a" | "b"], 0x4ADEBF8CAFB209DA},
+    {[1, 2 | :a], 0xC84BB10A6C660CF0}
+  ]
+
+  @fixture Path.expand("../fixtures/reference_terms.tsv", __DIR__)
+  @opaque_kinds ~w(pid port ref fun)
+
   test "pinned vectors match the written spec" do
     for {term, id} <- @vectors do
       assert HRW.term_id(term) == id, "id of #{inspect(term)}"
+    end
+  end
+
+  test "boundary values match the written spec" do
+    for {term, id} <- @boundary do
+      assert HRW.term_id(term) == id, "id of #{HRW.brief(term)}"
+      # The dirty twin (no budget) gives the same id as the normal path.
+      assert HRW.Native.term_id_dirty(term) == id, "dirty id of #{HRW.brief(term)}"
+    end
+  end
+
+  test "random terms of every type agree with an independent implementation (docs/reference.py)" do
+    # One line per term: the term's external term format written by Python (base64),
+    # its id computed by Python from docs/HASHING.md, its type.
+    rows =
+      for line <- File.stream!(@fixture) do
+        [etf, id, kind] = line |> String.trim_trailing() |> String.split("\t")
+        {Base.decode64!(etf), String.to_integer(id, 16), kind}
+      end
+
+    assert length(rows) >= 10_000
+
+    checked =
+      for {etf, id, kind} <- rows,
+          term <- [:erlang.binary_to_term(etf)],
+          # Pids, ports, references and funs hash this VM's own term_to_binary,
+          # which the contract does not promise across OTP versions.
+          kind not in @opaque_kinds or :erlang.term_to_binary(term) == etf do
+        assert HRW.term_id(term) == id, "#{kind} #{String.slice(Base.encode64(etf), 0, 120)}"
+        kind
+      end
+
+    kinds = MapSet.new(checked)
+
+    for kind <- ~w(integer float atom binary bits tuple list improper map) do
+      assert kind in kinds, "no #{kind} in the fixture"
+    end
+
+    if System.otp_release() == "25" do
+      assert length(checked) == length(rows)
+    end
+  end
+
+  describe "integers" do
+    test "negative integers with a magnitude in (2^127, 2^128) keep their own ids" do
+      # rustler's i128 decode wrapped these onto small positive integers.
+      assert HRW.term_id(-(2 ** 128 - 1)) != HRW.term_id(1)
+      assert HRW.term_id(-(2 ** 127 + 1)) != HRW.term_id(2 ** 127 - 1)
+
+      for shift <- [0, 1, 17, 63, 64, 100, 126] do
+        n = -(2 ** 127 + 2 ** shift)
+        assert HRW.term_id(n) != HRW.term_id(-n)
+      end
+    end
+
+    test "the two keys 1 and -(2^128 - 1) are two keys and two nodes" do
+      assert map_size(HRW.Bounded.assignments([1, -(2 ** 128 - 1)], ["a", "b"])) == 2
+      assert HRW.Ring.size(HRW.Ring.new([1, -(2 ** 128 - 1)])) == 2
+    end
+
+    test "every width and sign gets a distinct id" do
+      ints =
+        for bits <- [62, 63, 64, 65, 126, 127, 128, 129, 2039, 2040, 2041, 5000],
+            delta <- [-1, 0, 1],
+            sign <- [1, -1],
+            do: sign * (2 ** bits + delta)
+
+      ids = Enum.map(ints, &HRW.term_id/1)
+      assert length(Enum.uniq(ids)) == length(Enum.uniq(ints))
+    end
+  end
+
+  describe "atoms" do
+    test "atoms outside Latin-1 hash by their UTF-8 name" do
+      nodes = ["a", "b", "c"]
+      assert is_integer(HRW.term_id(:λ))
+      assert HRW.owner(:日本, nodes) in nodes
+      assert HRW.term_id({:λ, :日本}) == HRW.term_id({:λ, :日本})
+      refute HRW.term_id(:λ) == HRW.term_id(:λλ)
+    end
+
+    test "Latin-1 atoms hash by their UTF-8 name, not their Latin-1 bytes" do
+      # :é is 0xE9 in Latin-1 and C3 A9 in UTF-8; the vector is the UTF-8 one.
+      assert HRW.term_id(:é) == 0x13477EE53762D801
+      # What the Latin-1 byte would give instead (tag 0x03, then 0xE9).
+      refute HRW.term_id(:é) == 0x99AE6DFFBC42AAD4
+    end
+  end
+
+  describe "budget" do
+    # The normal-scheduler NIF must ask for the dirty one before doing work it
+    # cannot afford; HRW.term_id/1 then retries there. These assert the protocol,
+    # not a speed.
+    test "a 12,000-entry map is hashed on a dirty scheduler" do
+      map = Map.new(1..12_000, &{"key-#{&1}", &1})
+      assert catch_error(HRW.Native.term_id_normal(map)) == :hrw_needs_dirty
+      assert HRW.term_id(map) == HRW.Native.term_id_dirty(map)
+    end
+
+    test "integers wider than 2^2040 are encoded on a dirty scheduler only" do
+      assert HRW.Native.term_id_normal(2 ** 2040 - 1) == HRW.Native.term_id_dirty(2 ** 2040 - 1)
+      assert HRW.Native.term_id_normal(-(2 ** 2040 - 1)) == HRW.Native.term_id_dirty(-(2 ** 2040 - 1))
+
+      for n <- [2 ** 2040, -(2 ** 2040), 2 ** 100_000, -(2 ** 100_000)] do
+        assert catch_error(HRW.Native.term_id_normal(n)) == :hrw_needs_dirty
+        assert HRW.term_id(n) == HRW.Native.term_id_dirty(n)
+      end
+    end
+  end
+
+  test "256 levels of every container kind hash alike on normal and dirty schedulers" do
+    # Before: 256 nested maps overflowed a dirty scheduler's stack (a VM crash).
+    levels = [
+      fn acc -> %{next: acc, a: 1} end,
+      fn acc -> 1..40 |> Map.new(&{&1, &1}) |> Map.put(:next, acc) end,
+      fn acc -> {acc, 1} end,
+      fn acc -> [1, acc] end,
+      fn acc -> [1, acc | 2] end
+    ]
+
+    for level <- levels do
+      term = Enum.reduce(1..256, :leaf, fn _, acc -> level.(acc) end)
+      assert HRW.Native.term_id_dirty(term) == HRW.term_id(term)
+    end
+
+    mixed = Enum.reduce(1..256, :leaf, fn i, acc -> Enum.at(levels, rem(i, 5)).(acc) end)
+    assert HRW.Native.term_id_dirty(mixed) == HRW.term_id(mixed)
+  end
+
+  test "binaries and bitstrings that start inside a byte hash by their bits" do
+    <<_::3, rest::binary>> = <<5::3, "hello"::binary>>
+    assert HRW.term_id(rest) == HRW.term_id("hello")
+    <<_::5, bits::bitstring>> = <<1::5, 5::3, 0xFF>>
+    assert bit_size(bits) == 11
+    assert HRW.term_id(bits) == HRW.term_id(<<5::3, 0xFF>>)
+  end
+
+  describe "bad input" do
+    test "nesting up to 256 levels is hashed, deeper raises ArgumentError" do
+      nest = fn depth -> Enum.reduce(1..depth, :leaf, fn _, acc -> [acc] end) end
+      assert is_integer(HRW.term_id(nest.(256)))
+      assert is_integer(HRW.term_id(Enum.reduce(1..256, :leaf, fn _, acc -> {acc} end)))
+
+      for deep <- [nest.(257), Enum.reduce(1..300, 1, fn _, acc -> %{a: acc} end)] do
+        error = assert_raise ArgumentError, fn -> HRW.term_id(deep) end
+        assert error.message =~ "deeper than 256 levels"
+      end
     end
   end
 

@@ -50,8 +50,26 @@ pub fn integer(negative: bool, magnitude_le: &[u8]) -> u64 {
 }
 
 /// Id of an integer that fits in an `i64`.
+#[inline]
 pub fn int64(value: i64) -> u64 {
-    integer(value < 0, &value.unsigned_abs().to_le_bytes())
+    word(value < 0, value.unsigned_abs())
+}
+
+/// Id of a non-negative integer that fits in a `u64`.
+#[inline]
+pub fn uint64(value: u64) -> u64 {
+    word(false, value)
+}
+
+/// [`integer`] for a magnitude of at most 64 bits, on the stack.
+#[inline]
+fn word(negative: bool, magnitude: u64) -> u64 {
+    let len = (64 - magnitude.leading_zeros() as usize).div_ceil(8);
+    let mut buf = [0u8; 10];
+    buf[0] = tag::INTEGER;
+    buf[1] = (negative && magnitude != 0) as u8;
+    buf[2..].copy_from_slice(&magnitude.to_le_bytes());
+    xxh3_64_with_seed(&buf[..2 + len], TERM_SEED)
 }
 
 /// Id of a float: its IEEE-754 binary64 bits, little-endian; -0.0 hashes as 0.0.
@@ -68,39 +86,306 @@ pub fn atom(name: &[u8]) -> u64 {
     tagged_bytes(tag::ATOM, name)
 }
 
-/// Id of a bitstring whose length `bits` is not a multiple of 8. `bytes` holds
-/// `ceil(bits / 8)` bytes, the last one's unused low-order bits set to zero.
+/// Longest atom name: 255 characters.
+pub const MAX_ATOM_CHARS: usize = 255;
+
+/// Longest atom name in UTF-8 bytes (at most 4 bytes a character).
+pub const MAX_ATOM_UTF8_BYTES: usize = 4 * MAX_ATOM_CHARS;
+
+/// Id of an atom from its name in Latin-1 (one byte a character, as the VM hands out
+/// names that fit Latin-1): the same id as [`atom`] of the name's UTF-8 bytes.
+pub fn atom_latin1(name: &[u8]) -> u64 {
+    if name.is_ascii() {
+        return atom(name);
+    }
+    if name.len() > MAX_ATOM_CHARS {
+        // No atom is this long; still give the documented id.
+        let mut utf8 = Vec::with_capacity(2 * name.len());
+        for &b in name {
+            utf8.extend_from_slice(latin1_to_utf8(b).as_slice());
+        }
+        return atom(&utf8);
+    }
+    let mut buf = [0u8; 1 + 2 * MAX_ATOM_CHARS];
+    buf[0] = tag::ATOM;
+    let mut len = 1;
+    for &b in name {
+        let utf8 = latin1_to_utf8(b);
+        buf[len..len + utf8.len()].copy_from_slice(utf8.as_slice());
+        len += utf8.len();
+    }
+    xxh3_64_with_seed(&buf[..len], TERM_SEED)
+}
+
+/// The UTF-8 encoding of the Latin-1 character `b` (code point `b`).
+#[inline]
+fn latin1_to_utf8(b: u8) -> Utf8Char {
+    if b < 0x80 {
+        Utf8Char([b, 0], 1)
+    } else {
+        Utf8Char([0xC0 | (b >> 6), 0x80 | (b & 0x3F)], 2)
+    }
+}
+
+struct Utf8Char([u8; 2], usize);
+
+impl Utf8Char {
+    fn as_slice(&self) -> &[u8] {
+        &self.0[..self.1]
+    }
+
+    fn len(&self) -> usize {
+        self.1
+    }
+}
+
+/// Id of a bitstring whose length `bits` is not a multiple of 8, from its
+/// `ceil(bits / 8)` bytes; the last byte's unused low-order bits are ignored (the
+/// encoding sets them to zero).
 pub fn bitstring(bytes: &[u8], bits: u64) -> u64 {
     let mut buf = Encoding::new(tag::BITSTRING, 8 + bytes.len());
     buf.push(&bits.to_le_bytes());
-    buf.push(bytes);
+    if let Some((&last, whole)) = bytes.split_last() {
+        let used = (bits % 8) as u32;
+        let mask = if used == 0 {
+            0xFF
+        } else {
+            0xFFu8 << (8 - used)
+        };
+        buf.push(whole);
+        buf.push(&[last & mask]);
+    }
     buf.hash()
 }
 
 /// Id of a tuple from its elements' ids.
 pub fn tuple(ids: &[u64]) -> u64 {
-    tagged_ids(tag::TUPLE, ids, None)
+    from_ids(tag::TUPLE, ids)
 }
 
 /// Id of a proper list from its elements' ids.
 pub fn list(ids: &[u64]) -> u64 {
-    tagged_ids(tag::LIST, ids, None)
+    from_ids(tag::LIST, ids)
 }
 
 /// Id of an improper list `[e1, ..., en | tail]` (n >= 1, tail not a list).
 pub fn improper_list(ids: &[u64], tail: u64) -> u64 {
-    tagged_ids(tag::IMPROPER_LIST, ids, Some(tail))
+    let mut stack = IdStack::new();
+    let mark = stack.open();
+    for &id in ids {
+        stack.push(id);
+    }
+    stack.push(tail);
+    stack.close(mark, tag::IMPROPER_LIST)
 }
 
-/// Id of a map from `(key id, value id)` pairs in any order (sorted here).
-pub fn map(entries: &mut [(u64, u64)]) -> u64 {
-    entries.sort_unstable();
-    let mut buf = Encoding::new(tag::MAP, 16 * entries.len());
-    for (k, v) in entries.iter() {
-        buf.push(&k.to_le_bytes());
-        buf.push(&v.to_le_bytes());
+fn from_ids(tag: u8, ids: &[u64]) -> u64 {
+    let mut stack = IdStack::new();
+    let mark = stack.open();
+    for &id in ids {
+        stack.push(id);
     }
-    buf.hash()
+    stack.close(mark, tag)
+}
+
+/// Id of a map from `(key id, value id)` pairs in any order (`&mut` only for
+/// compatibility: the pairs are left as given).
+pub fn map(entries: &mut [(u64, u64)]) -> u64 {
+    let mut stack = IdStack::new();
+    let mark = stack.open_map();
+    for &(k, v) in entries.iter() {
+        stack.push_entry(k, v);
+    }
+    stack.close_map(mark)
+}
+
+/// The encodings of nested tuples, lists and maps, built on one shared buffer as a
+/// walker visits a term depth first: [`open`](IdStack::open) a container,
+/// [`push`](IdStack::push) its children's ids as they are known (a child container
+/// is opened and closed above its parent's ids meanwhile), then
+/// [`close`](IdStack::close) it with its tag (a list is known to be improper only at
+/// its tail) to get its id. Maps collect `(key id, value id)` entries instead, sorted
+/// when closed. Nothing is allocated until the buffers outgrow their inline part,
+/// and a walker's stack frames need no buffer of their own.
+pub struct IdStack {
+    bytes: Spill<u8, 192>,
+    entries: Spill<(u64, u64), 8>,
+}
+
+/// Where a container's encoding starts in an [`IdStack`].
+#[derive(Clone, Copy)]
+pub struct Mark(usize);
+
+impl Default for IdStack {
+    fn default() -> Self {
+        IdStack::new()
+    }
+}
+
+impl IdStack {
+    #[inline]
+    pub fn new() -> IdStack {
+        IdStack {
+            bytes: Spill::new(),
+            entries: Spill::new(),
+        }
+    }
+
+    /// Starts a tuple or list (its tag is given at [`close`](IdStack::close)).
+    #[inline]
+    pub fn open(&mut self) -> Mark {
+        let mark = Mark(self.bytes.len());
+        self.bytes.extend(&[0]);
+        mark
+    }
+
+    /// Room for `ids` more ids without growing (an optimisation only).
+    #[inline]
+    pub fn reserve(&mut self, ids: usize) {
+        self.bytes.reserve(8 * ids);
+    }
+
+    /// Appends the next child id of the innermost open tuple or list.
+    #[inline]
+    pub fn push(&mut self, id: u64) {
+        self.bytes.extend(&id.to_le_bytes());
+    }
+
+    /// Ends the innermost open tuple or list, which has type tag `tag`; its id.
+    #[inline]
+    pub fn close(&mut self, mark: Mark, tag: u8) -> u64 {
+        let encoding = &mut self.bytes.as_mut_slice()[mark.0..];
+        encoding[0] = tag;
+        let id = xxh3_64_with_seed(encoding, TERM_SEED);
+        self.bytes.truncate(mark.0);
+        id
+    }
+
+    /// Starts a map.
+    #[inline]
+    pub fn open_map(&mut self) -> Mark {
+        Mark(self.entries.len())
+    }
+
+    /// Room for `n` more map entries without growing (an optimisation only).
+    #[inline]
+    pub fn reserve_entries(&mut self, n: usize) {
+        self.entries.reserve(n);
+    }
+
+    /// Appends an entry of the innermost open map.
+    #[inline]
+    pub fn push_entry(&mut self, key: u64, value: u64) {
+        self.entries.extend(&[(key, value)]);
+    }
+
+    /// The number of entries pushed since `mark`.
+    #[inline]
+    pub fn entries_since(&self, mark: Mark) -> usize {
+        self.entries.len() - mark.0
+    }
+
+    /// Ends the innermost open map: sorts its entries by (key id, value id) and
+    /// returns its id. (Not inlined: the sort's scratch space then stays off the
+    /// stack frames of a recursive walker.)
+    #[inline(never)]
+    pub fn close_map(&mut self, mark: Mark) -> u64 {
+        let entries = &mut self.entries.as_mut_slice()[mark.0..];
+        entries.sort_unstable();
+        let at = Mark(self.bytes.len());
+        self.bytes.reserve(1 + 16 * entries.len());
+        self.bytes.extend(&[0]);
+        for &(k, v) in entries.iter() {
+            self.bytes.extend(&k.to_le_bytes());
+            self.bytes.extend(&v.to_le_bytes());
+        }
+        self.entries.truncate(mark.0);
+        self.close(at, tag::MAP)
+    }
+}
+
+/// A stack of `T` held inline up to `N` items, on the heap beyond.
+struct Spill<T: Copy + Default, const N: usize> {
+    inline: [T; N],
+    len: usize,
+    heap: Vec<T>,
+}
+
+impl<T: Copy + Default, const N: usize> Spill<T, N> {
+    #[inline]
+    fn new() -> Self {
+        Spill {
+            inline: [T::default(); N],
+            len: 0,
+            heap: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn spilled(&self) -> bool {
+        self.heap.capacity() != 0
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        if self.spilled() {
+            self.heap.len()
+        } else {
+            self.len
+        }
+    }
+
+    #[inline]
+    fn reserve(&mut self, more: usize) {
+        if self.spilled() || self.len + more > N {
+            self.reserve_heap(more);
+        }
+    }
+
+    #[inline(never)]
+    fn reserve_heap(&mut self, more: usize) {
+        if self.spilled() {
+            self.heap.reserve(more);
+        } else {
+            let mut heap = Vec::with_capacity((self.len + more).max(2 * N));
+            heap.extend_from_slice(&self.inline[..self.len]);
+            self.heap = heap;
+        }
+    }
+
+    #[inline]
+    fn extend(&mut self, items: &[T]) {
+        if !self.spilled() && self.len + items.len() <= N {
+            self.inline[self.len..self.len + items.len()].copy_from_slice(items);
+            self.len += items.len();
+        } else {
+            self.grow(items);
+        }
+    }
+
+    #[inline(never)]
+    fn grow(&mut self, items: &[T]) {
+        self.reserve_heap(items.len());
+        self.heap.extend_from_slice(items);
+    }
+
+    #[inline]
+    fn truncate(&mut self, len: usize) {
+        if self.spilled() {
+            self.heap.truncate(len);
+        } else {
+            self.len = self.len.min(len);
+        }
+    }
+
+    #[inline]
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        if self.spilled() {
+            &mut self.heap
+        } else {
+            &mut self.inline[..self.len]
+        }
+    }
 }
 
 /// Id of a node-local term (pid, port, reference, fun) from an opaque encoding
@@ -115,41 +400,39 @@ fn tagged_bytes(tag: u8, bytes: &[u8]) -> u64 {
     buf.hash()
 }
 
-fn tagged_ids(tag: u8, ids: &[u64], tail: Option<u64>) -> u64 {
-    let mut buf = Encoding::new(tag, 8 * (ids.len() + 1));
-    for id in ids.iter().chain(tail.iter()) {
-        buf.push(&id.to_le_bytes());
-    }
-    buf.hash()
-}
+/// Bytes of an encoding kept on the stack.
+const INLINE_BYTES: usize = 64;
 
 /// A tagged encoding being assembled: on the stack when small (most terms), then
 /// hashed in one shot. (One-shot XXH3 with a seed is several times cheaper than the
 /// streaming hasher, which derives a seeded secret first; the digests are equal.)
 struct Encoding {
-    small: [u8; 64],
+    small: [u8; INLINE_BYTES],
     len: usize,
     large: Vec<u8>,
 }
 
 impl Encoding {
+    #[inline]
     fn new(tag: u8, payload: usize) -> Encoding {
         let mut e = Encoding {
-            small: [0; 64],
-            len: 0,
-            large: if payload < 64 {
+            small: [0; INLINE_BYTES],
+            len: 1,
+            large: if payload < INLINE_BYTES {
                 Vec::new()
             } else {
-                Vec::with_capacity(payload + 1)
+                let mut v = Vec::with_capacity(payload + 1);
+                v.push(tag);
+                v
             },
         };
-        e.push(&[tag]);
+        e.small[0] = tag;
         e
     }
 
     #[inline]
     fn push(&mut self, bytes: &[u8]) {
-        if self.large.capacity() == 0 && self.len + bytes.len() <= self.small.len() {
+        if self.large.capacity() == 0 && self.len + bytes.len() <= INLINE_BYTES {
             self.small[self.len..self.len + bytes.len()].copy_from_slice(bytes);
             self.len += bytes.len();
         } else {
@@ -160,6 +443,7 @@ impl Encoding {
         }
     }
 
+    #[inline]
     fn hash(&self) -> u64 {
         if self.large.is_empty() {
             xxh3_64_with_seed(&self.small[..self.len], TERM_SEED)
@@ -219,6 +503,99 @@ mod tests {
     #[test]
     fn negative_zero_float_is_zero() {
         assert_eq!(float(-0.0), float(0.0));
+    }
+
+    #[test]
+    fn latin1_names_hash_as_their_utf8() {
+        for b in 0..=255u8 {
+            let utf8 = char::from(b).to_string();
+            assert_eq!(atom_latin1(&[b]), atom(utf8.as_bytes()), "{b}");
+            let long: Vec<u8> = std::iter::repeat_n(b, 255).collect();
+            assert_eq!(atom_latin1(&long), atom(utf8.repeat(255).as_bytes()), "{b}");
+        }
+    }
+
+    #[test]
+    fn word_integers_match_the_general_encoding() {
+        for v in [0i64, 1, -1, 255, 256, -256, i64::MAX, i64::MIN, 1 << 40] {
+            assert_eq!(
+                int64(v),
+                integer(v < 0, &v.unsigned_abs().to_le_bytes()),
+                "{v}"
+            );
+        }
+        for v in [0u64, 1, u64::MAX, 1 << 63] {
+            assert_eq!(uint64(v), integer(false, &v.to_le_bytes()), "{v}");
+        }
+    }
+
+    #[test]
+    fn bitstring_ignores_unused_bits() {
+        for bits in 1..64u64 {
+            if bits % 8 == 0 {
+                continue;
+            }
+            let n = bits.div_ceil(8) as usize;
+            let used = 0xFFu8 << (8 - bits % 8);
+            let mut clean = vec![0xA5u8; n];
+            clean[n - 1] &= used;
+            let mut dirty_same = clean.clone();
+            dirty_same[n - 1] |= !used;
+            assert_eq!(
+                bitstring(&clean, bits),
+                bitstring(&dirty_same, bits),
+                "{bits}"
+            );
+        }
+    }
+
+    #[test]
+    fn id_stack_spills_to_the_heap_unchanged() {
+        // Across the inline sizes, nested encodings equal plain buffers.
+        for n in [0usize, 1, 15, 31, 32, 33, 100, 1000] {
+            let ids: Vec<u64> = (0..n as u64)
+                .map(|i| i.wrapping_mul(0x9e3779b97f4a7c15))
+                .collect();
+            let plain = |tag: u8, ids: &[u64]| {
+                let mut bytes = vec![tag];
+                for id in ids {
+                    bytes.extend_from_slice(&id.to_le_bytes());
+                }
+                xxh3_64_with_seed(&bytes, TERM_SEED)
+            };
+            let pairs: Vec<(u64, u64)> = ids.iter().map(|&i| (i, !i)).collect();
+            let mut sorted = pairs.clone();
+            sorted.sort_unstable();
+            let flat: Vec<u64> = sorted.iter().flat_map(|&(k, v)| [k, v]).collect();
+            assert_eq!(list(&ids), plain(tag::LIST, &ids), "{n}");
+            assert_eq!(map(&mut pairs.clone()), plain(tag::MAP, &flat), "{n}");
+
+            // [ids..., {ids...}, %{pairs}, 7] built in one stack, with reservations.
+            let mut stack = IdStack::new();
+            let outer = stack.open();
+            for &id in &ids {
+                stack.push(id);
+            }
+            let inner = stack.open();
+            stack.reserve(n);
+            for &id in &ids {
+                stack.push(id);
+            }
+            let t = stack.close(inner, tag::TUPLE);
+            stack.push(t);
+            let m = stack.open_map();
+            stack.reserve_entries(n);
+            for &(k, v) in pairs.iter().rev() {
+                stack.push_entry(k, v);
+            }
+            assert_eq!(stack.entries_since(m), n);
+            let m = stack.close_map(m);
+            stack.push(m);
+            let mut expected = ids.clone();
+            expected.extend([tuple(&ids), map(&mut pairs.clone()), 7]);
+            stack.push(7);
+            assert_eq!(stack.close(outer, tag::LIST), list(&expected), "{n}");
+        }
     }
 
     #[test]

@@ -2,196 +2,532 @@
 //!
 //! This file only walks terms; the encodings themselves live in
 //! `hrw_core::term_hash`, so the spec has one implementation.
+//!
+//! Budget: every step that costs more than a constant is charged *before* it runs,
+//! with a named cost constant beside it (units ≈ ns, see `failure.rs`). A visit
+//! costs [`COST_PER_TERM`]; hashing costs one unit per [`BYTES_PER_UNIT`] bytes;
+//! a tuple, list or map also pays for the buffer of its children's ids, a map for
+//! its iteration and the sort of its entries, and every use of the external term
+//! format (ETF) for its bytes. The only reads whose size is not known in advance
+//! (the ETF of a bitstring, a fun, or an integer wider than [`MAX_NORMAL_BIG_BYTES`])
+//! never run on a normal scheduler: they ask for the dirty twin first, and are
+//! charged once their size is known (a dirty budget is unlimited; the charge keeps
+//! the count honest). Test builds count the work beside each step (`work::count`),
+//! at the step itself, for test/hrw/budget_test.exs.
 
 use crate::failure::{bad_arg, Budget, Failure, Outcome};
-use crate::tuple_view::TupleView;
-use hrw_core::term_hash::{self, tag};
+use hrw_core::term_hash::{self, tag, IdStack, MAX_ATOM_CHARS, MAX_ATOM_UTF8_BYTES};
 use hrw_core::work;
-use rustler::types::map::MapIterator;
-use rustler::{Binary, Term, TermType};
+use rustler::sys::{
+    enif_get_atom, enif_get_tuple, enif_map_iterator_create, enif_map_iterator_destroy,
+    enif_map_iterator_get_pair, enif_map_iterator_next, enif_term_to_binary, ErlNifBinary,
+    ErlNifCharEncoding, ErlNifMapIterator, ErlNifMapIteratorEntry, ErlNifTerm,
+};
+use rustler::{Binary, Encoder, Env, OwnedBinary, Term, TermType};
+use std::mem::MaybeUninit;
+use std::os::raw::{c_char, c_int, c_uint};
 
 /// Deeper nesting is refused: it keeps recursion far inside a scheduler's stack.
+/// The term itself is at depth 0, the elements of a container at depth `d` are at
+/// `d + 1`; a term at a depth above this is refused.
 pub const MAX_DEPTH: usize = 256;
 
-/// Budget units (≈ ns) per term visited and per 16 bytes hashed.
+/// Visiting one term: the type test and reading a scalar (an integer of at most 64
+/// bits, a float, a binary's header, an atom name of at most 255 characters).
 pub const COST_PER_TERM: u64 = 16;
+/// Hashing: one unit per this many bytes (XXH3 runs at several bytes per ns).
 const BYTES_PER_UNIT: u64 = 16;
+/// Holding one child id of a tuple, list or map in its encoding (the 8 bytes of
+/// every id are also charged as hashed bytes).
+const COST_PER_ID: u64 = 4;
+/// Setting up and releasing the VM's iterator over one map.
+const COST_PER_MAP: u64 = 64;
+/// One step of the VM's map iterator (fetching an entry, advancing), besides the
+/// visits of the entry's key and value. Large maps are HAMTs: iterating them is
+/// several times slower than a list walk.
+const COST_PER_MAP_ENTRY: u64 = 24;
+/// One comparison-and-move step of the entry sort: a map of `n` entries pays for
+/// `n × ceil(log2 n)` of them.
+const COST_PER_SORT_STEP: u64 = 2;
+/// One call into the VM's external term format (allocating the result binary).
+const COST_PER_ETF_CALL: u64 = 80;
+/// ETF bytes written or read per unit (digits and names are copied as they are).
+const ETF_BYTES_PER_UNIT: u64 = 8;
+
+/// Widest integer magnitude, in bytes, read on a normal scheduler (up to 2^2040 − 1).
+/// Its size is proved by two comparisons with fixed limits before it is encoded.
+pub const MAX_NORMAL_BIG_BYTES: usize = 255;
+/// The narrower limit tried first, so that 65- to 128-bit integers pay for a small
+/// limit term only.
+const SMALL_BIG_BYTES: usize = 16;
+
+/// Largest ETF of an atom: version, tag, a 2-byte length, the UTF-8 name.
+const MAX_ATOM_ETF: usize = 4 + MAX_ATOM_UTF8_BYTES;
+/// Largest ETF of a pid, port or reference: the node name (an atom) plus at most
+/// 5 words of 4 bytes, a creation, lengths and tags (OTP 25 writes at most ~30
+/// bytes besides the name).
+const MAX_OPAQUE_ETF: usize = MAX_ATOM_ETF + 64;
 
 /// The id of `term`, charging its cost to `budget`.
 pub fn term_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
-    id_at(term, budget, 0)
-}
-
-fn charge_bytes(budget: &mut Budget, len: usize) -> Outcome<()> {
-    budget.charge(COST_PER_TERM + len as u64 / BYTES_PER_UNIT)
-}
-
-fn id_at(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
-    if depth > MAX_DEPTH {
-        return bad_arg(format!("term nested deeper than {MAX_DEPTH} levels"));
-    }
-    // Binaries are by far the most common keys and nodes: try them first, which
-    // skips the generic type query.
+    budget.charge(COST_PER_TERM)?;
+    // Binaries are by far the most common keys and nodes: tried first, which skips
+    // the generic type query.
     if let Ok(bin) = Binary::from_term(term) {
-        charge_bytes(budget, bin.len())?;
-        work::count(work::TERM + work::bytes(bin.len()));
+        budget.charge(hash_cost(bin.len()))?;
+        work::count(COST_PER_TERM + hash_cost(bin.len()));
         return Ok(term_hash::binary(bin.as_slice()));
     }
     match term.get_type() {
-        // Not a whole-byte binary (tried above): a bitstring.
-        TermType::Binary => bitstring_id(term, budget),
-        TermType::Integer => {
-            budget.charge(COST_PER_TERM)?;
-            work::count(work::TERM);
-            if let Ok(v) = term.decode::<i64>() {
-                Ok(term_hash::int64(v))
-            } else if let Ok(v) = term.decode::<i128>() {
-                Ok(term_hash::integer(v < 0, &v.unsigned_abs().to_le_bytes()))
-            } else {
-                big_integer_id(term, budget)
+        kind @ (TermType::Tuple | TermType::List | TermType::Map) => {
+            work::count(COST_PER_TERM);
+            Walk {
+                budget,
+                ids: IdStack::new(),
+            }
+            .container_id(term, kind, 0)
+        }
+        kind => {
+            work::count(COST_PER_TERM);
+            leaf_id(term, kind, budget)
+        }
+    }
+}
+
+/// One term walk: containers build their encodings on one shared [`IdStack`], so a
+/// level of nesting costs the machine stack only a small frame (the walk recurses,
+/// at most [`MAX_DEPTH`] levels), and small terms allocate nothing.
+struct Walk<'b> {
+    budget: &'b mut Budget,
+    ids: IdStack,
+}
+
+#[inline]
+fn hash_cost(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(BYTES_PER_UNIT)
+}
+
+#[inline]
+fn etf_cost(bytes: usize) -> u64 {
+    COST_PER_ETF_CALL + (bytes as u64).div_ceil(ETF_BYTES_PER_UNIT)
+}
+
+/// Buffer and hash of `ids` child ids.
+#[inline]
+fn ids_cost(ids: usize) -> u64 {
+    ids as u64 * COST_PER_ID + hash_cost(8 * ids + 1)
+}
+
+/// Sorting `n` map entries.
+fn sort_cost(n: usize) -> u64 {
+    let log = usize::BITS - n.saturating_sub(1).leading_zeros();
+    n as u64 * log as u64 * COST_PER_SORT_STEP
+}
+
+impl Walk<'_> {
+    fn id_at(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        if depth > MAX_DEPTH {
+            return bad_arg(format!(
+                "term nested deeper than {MAX_DEPTH} levels cannot be hashed"
+            ));
+        }
+        self.budget.charge(COST_PER_TERM)?;
+        if let Ok(bin) = Binary::from_term(term) {
+            self.budget.charge(hash_cost(bin.len()))?;
+            work::count(COST_PER_TERM + hash_cost(bin.len()));
+            return Ok(term_hash::binary(bin.as_slice()));
+        }
+        work::count(COST_PER_TERM);
+        self.non_binary_id(term, depth)
+    }
+
+    /// [`Walk::id_at`] for a term known not to be a binary, its visit charged.
+    fn non_binary_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        match term.get_type() {
+            kind @ (TermType::Tuple | TermType::List | TermType::Map) => {
+                self.container_id(term, kind, depth)
+            }
+            kind => leaf_id(term, kind, self.budget),
+        }
+    }
+
+    fn container_id(&mut self, term: Term, kind: TermType, depth: usize) -> Outcome<u64> {
+        match kind {
+            TermType::Tuple => self.tuple_id(term, depth),
+            TermType::List => self.list_id(term, depth),
+            _ => self.map_id(term, depth),
+        }
+    }
+
+    #[inline(never)]
+    fn tuple_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        let env = term.get_env();
+        let mut arity: c_int = 0;
+        let mut array: MaybeUninit<*const ErlNifTerm> = MaybeUninit::uninit();
+        // SAFETY: both out-pointers are valid; on success the VM stores the arity and
+        // a pointer to the tuple's elements, which live as long as the term (this call).
+        let ok = unsafe {
+            enif_get_tuple(
+                env.as_c_arg(),
+                term.as_c_arg(),
+                &mut arity,
+                array.as_mut_ptr(),
+            )
+        };
+        if ok == 0 || arity < 0 {
+            return Err(unreadable("tuple"));
+        }
+        let elements: &[ErlNifTerm] = if arity == 0 {
+            &[]
+        } else {
+            // SAFETY: the call succeeded, so the pointer is initialised and points at
+            // `arity` element terms of the tuple.
+            unsafe { std::slice::from_raw_parts(array.assume_init(), arity as usize) }
+        };
+        // The ids' room in the shared encoding buffer, and their hash.
+        self.budget.charge(ids_cost(elements.len()))?;
+        work::count(ids_cost(elements.len()));
+        let mark = self.ids.open();
+        self.ids.reserve(elements.len());
+        for &element in elements {
+            // SAFETY: `element` is a term of the tuple, valid in `env` for this call.
+            let element = unsafe { Term::new(env, element) };
+            let id = self.id_at(element, depth + 1)?;
+            self.ids.push(id);
+        }
+        Ok(self.ids.close(mark, tag::TUPLE))
+    }
+
+    /// Walks cons cells itself: rustler's list iterator panics on improper lists.
+    #[inline(never)]
+    fn list_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        let mark = self.ids.open();
+        let mut rest = term;
+        loop {
+            if rest.is_empty_list() {
+                return Ok(self.ids.close(mark, tag::LIST));
+            }
+            match rest.list_get_cell() {
+                Ok((head, tail)) => {
+                    // The cell, and its id's room and hash in the encoding buffer
+                    // (which grows with the list: every growth is paid for here).
+                    self.budget.charge(COST_PER_TERM + ids_cost(1))?;
+                    work::count(COST_PER_TERM + ids_cost(1));
+                    let id = self.id_at(head, depth + 1)?;
+                    self.ids.push(id);
+                    rest = tail;
+                }
+                Err(_) => {
+                    self.budget.charge(ids_cost(1))?;
+                    work::count(ids_cost(1));
+                    let id = self.id_at(rest, depth + 1)?;
+                    self.ids.push(id);
+                    return Ok(self.ids.close(mark, tag::IMPROPER_LIST));
+                }
             }
         }
+    }
+
+    #[inline(never)]
+    fn map_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        let n = term.map_size().map_err(|_| unreadable("map"))?;
+        // All of it before any of it: the iteration, the entries' room and the
+        // encoding's hash, and the sort (keys and values are charged as visited).
+        self.budget
+            .charge(COST_PER_MAP + n as u64 * COST_PER_MAP_ENTRY)?;
+        self.budget.charge(ids_cost(2 * n))?;
+        self.budget.charge(sort_cost(n))?;
+        let mut iter = MapEntries::new(term)?;
+        work::count(COST_PER_MAP);
+        let mark = self.ids.open_map();
+        self.ids.reserve_entries(n);
+        while let Some((k, v)) = iter.next_entry() {
+            work::count(COST_PER_MAP_ENTRY + ids_cost(2) - hash_cost(1));
+            let k = self.id_at(k, depth + 1)?;
+            let v = self.id_at(v, depth + 1)?;
+            self.ids.push_entry(k, v);
+        }
+        if self.ids.entries_since(mark) != n {
+            return Err(unreadable("map"));
+        }
+        // Sorts the entries (charged above) and hashes them.
+        work::count(sort_cost(n) + hash_cost(1));
+        Ok(self.ids.close_map(mark))
+    }
+}
+
+/// The entries of a map, in the VM's order, straight from the NIF map iterator
+/// (rustler's `MapIterator` is double-ended: two VM iterators and a key comparison
+/// per step, and a larger stack frame at every level of nested maps).
+struct MapEntries<'a> {
+    env: Env<'a>,
+    iter: ErlNifMapIterator,
+}
+
+impl<'a> MapEntries<'a> {
+    fn new(map: Term<'a>) -> Outcome<MapEntries<'a>> {
+        let env = map.get_env();
+        let mut iter: MaybeUninit<ErlNifMapIterator> = MaybeUninit::uninit();
+        // SAFETY: `iter` is a valid out-pointer; the call fails (returns 0) unless
+        // `map` is a map, and on success initialises the iterator.
+        let ok = unsafe {
+            enif_map_iterator_create(
+                env.as_c_arg(),
+                map.as_c_arg(),
+                iter.as_mut_ptr(),
+                ErlNifMapIteratorEntry::ERL_NIF_MAP_ITERATOR_HEAD,
+            )
+        };
+        if ok == 0 {
+            return Err(unreadable("map"));
+        }
+        Ok(MapEntries {
+            env,
+            // SAFETY: initialised by the successful call above.
+            iter: unsafe { iter.assume_init() },
+        })
+    }
+
+    fn next_entry(&mut self) -> Option<(Term<'a>, Term<'a>)> {
+        let mut key: MaybeUninit<ErlNifTerm> = MaybeUninit::uninit();
+        let mut value: MaybeUninit<ErlNifTerm> = MaybeUninit::uninit();
+        // SAFETY: the iterator was created for a map of this env and not destroyed;
+        // get_pair fails (returns 0) past the last entry, and otherwise writes both
+        // terms, which are then valid in `env` for this call.
+        unsafe {
+            let env = self.env.as_c_arg();
+            if enif_map_iterator_get_pair(env, &mut self.iter, key.as_mut_ptr(), value.as_mut_ptr())
+                == 0
+            {
+                return None;
+            }
+            enif_map_iterator_next(env, &mut self.iter);
+            Some((
+                Term::new(self.env, key.assume_init()),
+                Term::new(self.env, value.assume_init()),
+            ))
+        }
+    }
+}
+
+impl Drop for MapEntries<'_> {
+    fn drop(&mut self) {
+        // SAFETY: created successfully in `new`, destroyed only here, once.
+        unsafe { enif_map_iterator_destroy(self.env.as_c_arg(), &mut self.iter) };
+    }
+}
+
+/// The id of a term that is neither a binary nor a container, its visit charged.
+fn leaf_id(term: Term, kind: TermType, budget: &mut Budget) -> Outcome<u64> {
+    match kind {
+        // Not a whole-byte binary (tried first): a bitstring.
+        TermType::Binary => bitstring_id(term, budget),
+        TermType::Integer => integer_id(term, budget),
         TermType::Float => {
-            budget.charge(COST_PER_TERM)?;
-            work::count(work::TERM);
             let value: f64 = term.decode().map_err(|_| unreadable("float"))?;
             Ok(term_hash::float(value))
         }
-        TermType::Atom => {
-            let name = term.atom_to_string().map_err(|_| unreadable("atom"))?;
-            charge_bytes(budget, name.len())?;
-            work::count(work::TERM + work::bytes(name.len()));
-            Ok(term_hash::atom(name.as_bytes()))
-        }
-        TermType::Tuple => {
-            // Read in place: the arity is known before any element is touched.
-            let elements = TupleView::of(term).ok_or_else(|| unreadable("tuple"))?;
-            let n = elements.len();
-            budget.charge(COST_PER_TERM + container_cost(n))?;
-            work::count(work::TERM + container_cost(n));
-            let ids = (0..n)
-                .filter_map(|i| elements.get(i))
-                .map(|e| id_at(e, budget, depth + 1))
-                .collect::<Outcome<Vec<u64>>>()?;
-            Ok(term_hash::tuple(&ids))
-        }
-        TermType::List => list_id(term, budget, depth),
-        TermType::Map => {
-            budget.charge(COST_PER_TERM)?;
-            let iter = MapIterator::new(term).ok_or_else(|| unreadable("map"))?;
-            work::count(work::TERM);
-            let mut entries = Vec::new();
-            for (k, v) in iter {
-                budget.charge(2 * work::ELEMENT)?;
-                work::count(2 * work::ELEMENT);
-                entries.push((id_at(k, budget, depth + 1)?, id_at(v, budget, depth + 1)?));
-            }
-            // The entries are sorted by id (order-independence), then hashed.
-            let sort = work::sort(entries.len()) + work::bytes(16 * entries.len());
-            budget.charge(sort)?;
-            work::count(sort);
-            Ok(term_hash::map(&mut entries))
-        }
+        TermType::Atom => atom_id(term, budget),
         TermType::Pid => opaque_id(tag::PID, term, budget),
         TermType::Port => opaque_id(tag::PORT, term, budget),
         TermType::Ref => opaque_id(tag::REFERENCE, term, budget),
         TermType::Fun => opaque_id(tag::FUN, term, budget),
+        TermType::Tuple | TermType::List | TermType::Map => Err(unreadable("container as a leaf")),
         TermType::Unknown => bad_arg("term of an unknown type cannot be hashed"),
     }
-}
-
-/// Units for a container's `n` element ids beyond visiting the elements: the id
-/// buffer and hashing 8 bytes per id (rounded up per element, so that charging
-/// element by element covers it).
-const fn container_cost(n: usize) -> u64 {
-    (2 * work::ELEMENT + 1) * n as u64
 }
 
 fn unreadable(what: &str) -> Failure {
     Failure::BadArg(format!("could not read {what} term"))
 }
 
-/// Walks cons cells itself: rustler's list iterator panics on improper lists.
-fn list_id(term: Term, budget: &mut Budget, depth: usize) -> Outcome<u64> {
-    let mut ids = Vec::new();
-    let mut rest = term;
-    loop {
-        // The cell, and its id's share of the buffer and of the final hash.
-        budget.charge(COST_PER_TERM + container_cost(1))?;
-        work::count(work::TERM + container_cost(1));
-        if rest.is_empty_list() {
-            return Ok(term_hash::list(&ids));
-        }
-        match rest.list_get_cell() {
-            Ok((head, tail)) => {
-                ids.push(id_at(head, budget, depth + 1)?);
-                rest = tail;
-            }
-            Err(_) => {
-                let tail = id_at(rest, budget, depth + 1)?;
-                return Ok(term_hash::improper_list(&ids, tail));
-            }
-        }
+fn integer_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
+    if let Ok(v) = term.decode::<i64>() {
+        return Ok(term_hash::int64(v));
     }
+    if let Ok(v) = term.decode::<u64>() {
+        return Ok(term_hash::uint64(v));
+    }
+    big_integer_id(term, budget)
 }
 
-/// The external term format of `term` (documented and stable; used only to read the
-/// value of bignums and the bits of bitstrings, never hashed as such for those).
-/// `small` says the encoding has a small fixed bound (pids, ports, references);
-/// others (bignums, bitstrings, funs with their environment) can be arbitrarily
-/// large and their size is unknown until encoded, so a normal-scheduler call hands
-/// them to a dirty scheduler instead of encoding first.
-fn external(term: Term, small: bool, budget: &mut Budget) -> Outcome<rustler::OwnedBinary> {
-    if !small && budget.is_limited() {
-        return Err(Failure::NeedsDirty);
-    }
-    budget.charge(COST_PER_TERM)?;
-    // Bounded here (a small term, or any term on a dirty scheduler).
-    let ext = term.to_binary();
-    charge_bytes(budget, ext.as_slice().len())?;
-    work::count(work::TERM + work::bytes(ext.as_slice().len()));
-    Ok(ext)
-}
-
+/// An integer outside `i64` and `u64`: the NIF API cannot read it, the ETF can.
+/// (rustler's `decode::<i128>` is not used: it encodes the whole integer before
+/// looking at its size, and wraps negative values below −2^127.)
+#[inline(never)]
 fn big_integer_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
-    let ext = external(term, false, budget)?;
-    let bytes = ext.as_slice();
+    let ext = if budget.is_limited() {
+        let bytes = bounded_big_bytes(term, budget)?.ok_or(Failure::NeedsDirty)?;
+        // SMALL_BIG_EXT of `bytes` digits: version, tag, length, sign, digits.
+        budget.charge(etf_cost(4 + bytes))?;
+        to_etf(term)?
+    } else {
+        // Dirty scheduler: the size is unknown until encoded; charged after.
+        let ext = to_etf(term)?;
+        budget.charge(etf_cost(ext.len()))?;
+        ext
+    };
     // 131, then SMALL_BIG_EXT (110, n:u8, sign:u8, digits) or LARGE_BIG_EXT
     // (111, n:u32 big-endian, sign:u8, digits); digits are the magnitude, little-endian.
-    let (len, rest) = match bytes {
+    let (len, rest) = match ext.as_slice() {
         [131, 110, n, rest @ ..] => (*n as usize, rest),
         [131, 111, a, b, c, d, rest @ ..] => (u32::from_be_bytes([*a, *b, *c, *d]) as usize, rest),
         _ => return Err(unreadable("integer")),
     };
     match rest {
-        [sign, digits @ ..] if digits.len() == len => Ok(term_hash::integer(*sign != 0, digits)),
+        [sign @ (0 | 1), digits @ ..] if digits.len() == len => {
+            budget.charge(hash_cost(2 + len))?;
+            work::count(hash_cost(2 + len));
+            Ok(term_hash::integer(*sign == 1, digits))
+        }
         _ => Err(unreadable("integer")),
     }
 }
 
+/// On a normal scheduler: the number of magnitude bytes that bounds `term` (a
+/// bignum), or `None` when it is wider than [`MAX_NORMAL_BIG_BYTES`]. Compares it
+/// with ±(2^(8·n) − 1), built from a fixed ETF; comparing two bignums of different
+/// sizes looks at their sizes only, so each comparison costs at most the limit's size.
+#[inline(never)]
+fn bounded_big_bytes(term: Term, budget: &mut Budget) -> Outcome<Option<usize>> {
+    let env = term.get_env();
+    let negative = term < 0i64.encode(env);
+    for bytes in [SMALL_BIG_BYTES, MAX_NORMAL_BIG_BYTES] {
+        // Decoding the limit and one comparison with it.
+        budget.charge(etf_cost(4 + bytes) + hash_cost(bytes))?;
+        work::count(etf_cost(4 + bytes) + hash_cost(bytes));
+        let limit = big_limit(env, bytes, negative)?;
+        let inside = if negative {
+            term >= limit
+        } else {
+            term <= limit
+        };
+        if inside {
+            return Ok(Some(bytes));
+        }
+    }
+    Ok(None)
+}
+
+/// The integer `2^(8·bytes) − 1`, negated when `negative` (`bytes` ≤ 255).
+fn big_limit(env: Env, bytes: usize, negative: bool) -> Outcome<Term> {
+    let mut etf = [0xFFu8; 4 + MAX_NORMAL_BIG_BYTES];
+    etf[..4].copy_from_slice(&[131, 110, bytes as u8, negative as u8]);
+    env.binary_to_term(&etf[..4 + bytes])
+        .map(|(term, _)| term)
+        .ok_or_else(|| unreadable("integer"))
+}
+
+#[inline(never)]
+fn atom_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
+    // Names that fit Latin-1 (nearly all): read straight into a stack buffer, at
+    // most 255 characters and a NUL (left uninitialised: the VM writes it).
+    let mut buf: MaybeUninit<[u8; MAX_ATOM_CHARS + 1]> = MaybeUninit::uninit();
+    // SAFETY: `buf` is writable for the `len` bytes passed; the VM writes at most
+    // that many (the name and a NUL) and returns 0 when the term is not an atom,
+    // its name does not fit Latin-1, or the buffer is too small.
+    let written = unsafe {
+        enif_get_atom(
+            term.get_env().as_c_arg(),
+            term.as_c_arg(),
+            buf.as_mut_ptr() as *mut c_char,
+            (MAX_ATOM_CHARS + 1) as c_uint,
+            ErlNifCharEncoding::ERL_NIF_LATIN1,
+        )
+    };
+    if written > 0 && written as usize <= MAX_ATOM_CHARS + 1 {
+        // SAFETY: the VM wrote `written` bytes (the name, then a NUL) from the start.
+        let name =
+            unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, written as usize - 1) };
+        // UTF-8 takes at most two bytes a Latin-1 character.
+        budget.charge(hash_cost(1 + 2 * name.len()))?;
+        work::count(hash_cost(1 + 2 * name.len()));
+        return Ok(term_hash::atom_latin1(name));
+    }
+    // A name outside Latin-1: NIF 2.16 cannot read it, but the ETF carries it in
+    // UTF-8 (ATOM_UTF8_EXT / SMALL_ATOM_UTF8_EXT), at most 255 characters.
+    budget.charge(etf_cost(MAX_ATOM_ETF))?;
+    let ext = to_etf(term)?;
+    let (utf8, name) = match ext.as_slice() {
+        [131, 119, len, name @ ..] if name.len() == *len as usize => (true, name),
+        [131, 115, len, name @ ..] if name.len() == *len as usize => (false, name),
+        [131, 118 | 100, hi, lo, name @ ..]
+            if name.len() == u16::from_be_bytes([*hi, *lo]) as usize =>
+        {
+            (ext.as_slice()[1] == 118, name)
+        }
+        _ => return Err(unreadable("atom")),
+    };
+    budget.charge(hash_cost(1 + 2 * name.len()))?;
+    work::count(hash_cost(1 + 2 * name.len()));
+    Ok(if utf8 {
+        term_hash::atom(name)
+    } else {
+        term_hash::atom_latin1(name)
+    })
+}
+
+#[inline(never)]
 fn bitstring_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
-    let ext = external(term, false, budget)?;
+    if budget.is_limited() {
+        // Its size cannot be read without encoding it.
+        return Err(Failure::NeedsDirty);
+    }
+    let ext = to_etf(term)?;
+    budget.charge(etf_cost(ext.len()) + hash_cost(ext.len()))?;
     // 131, BIT_BINARY_EXT (77, len:u32 big-endian, bits-in-last-byte:u8, data).
     match ext.as_slice() {
-        [131, 77, a, b, c, d, last_bits, data @ ..]
+        [131, 77, a, b, c, d, last_bits @ 1..=8, data @ ..]
             if data.len() == u32::from_be_bytes([*a, *b, *c, *d]) as usize && !data.is_empty() =>
         {
             let bits = (data.len() as u64 - 1) * 8 + *last_bits as u64;
-            // The spec wants the unused low bits of the last byte zero; do not rely on
-            // the encoder for that.
-            let mut data = data.to_vec();
-            if let Some(last) = data.last_mut() {
-                *last &= 0xFFu8 << (8 - (*last_bits).clamp(1, 8) as u32) as u8;
-            }
-            Ok(term_hash::bitstring(&data, bits))
+            // term_hash::bitstring zeroes the unused low bits of the last byte.
+            Ok(term_hash::bitstring(data, bits))
         }
         _ => Err(unreadable("bitstring")),
     }
 }
 
 /// Pids, ports, references and funs name things inside one running cluster; their
-/// ids hash the external term format and are stable only within that cluster.
+/// ids hash the ETF and are stable only within that cluster. A pid, port or
+/// reference has a small bounded ETF; a fun carries its environment, of any size.
+#[inline(never)]
 fn opaque_id(tag: u8, term: Term, budget: &mut Budget) -> Outcome<u64> {
-    let ext = external(term, tag != tag::FUN, budget)?;
+    let ext = if tag == tag::FUN {
+        if budget.is_limited() {
+            return Err(Failure::NeedsDirty);
+        }
+        let ext = to_etf(term)?;
+        budget.charge(etf_cost(ext.len()))?;
+        ext
+    } else {
+        budget.charge(etf_cost(MAX_OPAQUE_ETF))?;
+        let ext = to_etf(term)?;
+        // Never expected; keeps the charge an upper bound whatever the VM writes.
+        budget.charge(etf_cost(ext.len()).saturating_sub(etf_cost(MAX_OPAQUE_ETF)))?;
+        ext
+    };
+    budget.charge(hash_cost(ext.len() + 1))?;
+    work::count(hash_cost(ext.len() + 1));
     Ok(term_hash::opaque(tag, ext.as_slice()))
+}
+
+/// `term_to_binary(term)`: the documented, stable external term format. Charged by
+/// the caller.
+fn to_etf(term: Term) -> Outcome<OwnedBinary> {
+    let mut bin: MaybeUninit<ErlNifBinary> = MaybeUninit::uninit();
+    // SAFETY: `bin` is a valid out-pointer; on success the VM initialises it with a
+    // newly allocated binary that we own (released when the `OwnedBinary` drops).
+    let ok = unsafe {
+        enif_term_to_binary(term.get_env().as_c_arg(), term.as_c_arg(), bin.as_mut_ptr())
+    };
+    if ok == 0 {
+        return Err(Failure::BadArg(
+            "could not encode term (out of memory?)".to_string(),
+        ));
+    }
+    // SAFETY: initialised by the successful call above, and owned by nobody else.
+    let bin = unsafe { OwnedBinary::from_raw(bin.assume_init()) };
+    work::count(etf_cost(bin.as_slice().len()));
+    Ok(bin)
 }
