@@ -26,6 +26,20 @@ defmodule HRW.BudgetTest do
     outcome
   end
 
+  @covered ~w(term_id score weighted_score list_owner list_owners ring_new ring_owner
+               ring_owners skeleton_new skeleton_owner skeleton_owners batch_owners
+               batch_groups batch_moves bounded_assignments)a
+
+  test "every normal-scheduler NIF has a probe, and every probe is exercised here" do
+    probes =
+      for {name, _arity} <- HRW.Native.__info__(:functions),
+          text = Atom.to_string(name),
+          String.ends_with?(text, "_probe"),
+          do: text |> String.trim_trailing("_probe") |> String.to_atom()
+
+    assert Enum.sort(probes) == Enum.sort(@covered)
+  end
+
   test "the probes count real work (so the checks below are not vacuous)" do
     s = HRW.build(names(1_000))
     r = HRW.Ring.new(names(1_000))

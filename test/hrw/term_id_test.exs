@@ -213,7 +213,9 @@ defmodule HRW.TermIdTest do
 
     test "integers wider than 2^2040 are encoded on a dirty scheduler only" do
       assert HRW.Native.term_id_normal(2 ** 2040 - 1) == HRW.Native.term_id_dirty(2 ** 2040 - 1)
-      assert HRW.Native.term_id_normal(-(2 ** 2040 - 1)) == HRW.Native.term_id_dirty(-(2 ** 2040 - 1))
+
+      assert HRW.Native.term_id_normal(-(2 ** 2040 - 1)) ==
+               HRW.Native.term_id_dirty(-(2 ** 2040 - 1))
 
       for n <- [2 ** 2040, -(2 ** 2040), 2 ** 100_000, -(2 ** 100_000)] do
         assert catch_error(HRW.Native.term_id_normal(n)) == :hrw_needs_dirty
