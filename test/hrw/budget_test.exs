@@ -40,6 +40,29 @@ defmodule HRW.BudgetTest do
     assert Enum.sort(probes) == Enum.sort(@covered)
   end
 
+  test "a call that spends much of its budget reports it to the scheduler (reductions)" do
+    # Each NIF call counts as one reduction unless it reports its time: a process
+    # calling 0.3 ms NIFs back to back would then keep its scheduler for tens of
+    # milliseconds. The report shows up in the caller's reductions.
+    map = Map.new(1..4_000, &{&1, &1})
+    nodes = names(10_000)
+    small = HRW.build(names(10))
+
+    for {fun, at_least} <- [
+          {fn -> HRW.term_id(map) end, 100},
+          {fn -> HRW.owner("k", nodes) end, 100},
+          {fn -> HRW.owner("k", small) end, 0}
+        ] do
+      fun.()
+      {:reductions, before} = Process.info(self(), :reductions)
+      fun.()
+      {:reductions, later} = Process.info(self(), :reductions)
+      assert later - before >= at_least
+      # A lookup of a few hundred units reports nothing: the hot path stays cheap.
+      if at_least == 0, do: assert(later - before < 20)
+    end
+  end
+
   test "the probes count real work (so the checks below are not vacuous)" do
     s = HRW.build(names(1_000))
     r = HRW.Ring.new(names(1_000))

@@ -66,9 +66,23 @@ defmodule Mix.Tasks.Hrw.Stalls do
     if fits?, do: search(mid, hi, normal), else: search(lo, mid - 1, normal)
   end
 
+  # Large structures live in :persistent_term, as in production: a worker that held
+  # a million-node struct on its own heap would spend its long schedules in garbage
+  # collection, not in hrw.
+  defp shared(name, build) do
+    key = {__MODULE__, name}
+    :persistent_term.put(key, build.())
+    fn -> :persistent_term.get(key) end
+  end
+
   defp cases do
-    skeleton_1m = HRW.build(names(1_000_000))
-    wide = HRW.build(weighted(names(100_000)), cluster_size: 4096, scorer: %HRW.Weighted{})
+    skeleton_1m = shared(:skeleton_1m, fn -> HRW.build(names(1_000_000)) end)
+
+    wide =
+      shared(:wide, fn ->
+        HRW.build(weighted(names(100_000)), cluster_size: 4096, scorer: %HRW.Weighted{})
+      end)
+
     ring_1k = HRW.Ring.new(names(1_000))
 
     n_map = largest(200_000, &Native.term_id_normal(Map.new(1..&1, fn i -> {i, i} end)))
@@ -87,8 +101,8 @@ defmodule Mix.Tasks.Hrw.Stalls do
       largest(200_000, &Native.ring_owners_normal(HRW.Ring.new(names(&1)).resource, "k", 2))
 
     ring_owners = HRW.Ring.new(names(n_ring_owners))
-    n_ranks = largest(100_000, &Native.skeleton_owners_normal(wide.resource, "k", &1))
-    target = Native.batch_target(skeleton_1m)
+    n_ranks = largest(100_000, &Native.skeleton_owners_normal(wide.().resource, "k", &1))
+    target = Native.batch_target(skeleton_1m.())
     n_batch = largest(8_192, &Native.batch_owners_normal(keys(&1), target, 1))
 
     n_groups =
@@ -115,15 +129,15 @@ defmodule Mix.Tasks.Hrw.Stalls do
       {"HRW.owner/2", "ring of #{n_ring} nodes", fn -> HRW.owner("k", ring_big) end},
       {"HRW.owners/3", "ring of #{n_ring_owners} nodes, 2",
        fn -> HRW.owners("k", ring_owners, 2) end},
-      {"HRW.owner/2", "skeleton of 1M nodes", fn -> HRW.owner("k", skeleton_1m) end},
+      {"HRW.owner/2", "skeleton of 1M nodes", fn -> HRW.owner("k", skeleton_1m.()) end},
       {"HRW.owners/3", "weighted 100k skeleton, leaves 4096, #{n_ranks} ranks",
-       fn -> HRW.owners("k", wide, n_ranks) end},
+       fn -> HRW.owners("k", wide.(), n_ranks) end},
       {"HRW.owner_batch/2", "#{n_batch} keys, 1M-node skeleton",
-       fn -> HRW.owner_batch(batch_keys, skeleton_1m) end},
+       fn -> HRW.owner_batch(batch_keys, skeleton_1m.()) end},
       {"HRW.group_by_owner/2", "#{n_groups} keys, 1k-node ring",
        fn -> HRW.group_by_owner(group_keys, ring_1k) end},
       {"HRW.moves/3", "#{n_moves} keys, 1M-node skeletons",
-       fn -> HRW.moves(move_keys, skeleton_1m, skeleton_1m) end},
+       fn -> HRW.moves(move_keys, skeleton_1m.(), skeleton_1m.()) end},
       {"HRW.Bounded.assignments/3", "#{n_bounded} keys x 100 nodes",
        fn -> HRW.Bounded.assignments(bounded_keys, bounded_nodes, epsilon: 0.1) end}
     ]
