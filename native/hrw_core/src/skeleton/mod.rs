@@ -64,6 +64,17 @@
 //! mean / ~13 max near 10k, ~11 mean / ~15 max at 1M; never a reshuffle, at any N
 //! (`examples/skeleton_sim.rs`, tests `churn_*`).
 //!
+//! Measured and not adopted (issue 13, `skeleton_sim --v2`): an aligned radix-16
+//! trie where each internal node picks its child by weighted rendezvous among its
+//! children (weight = node count; monotone, so only the mass that must move moves at
+//! each level). It moved about half as many keys (× N, means over three namings:
+//! ~2.6 at 1k, ~3.4 at 10k, ~4.1 at 100k nodes), but at 1M its depth-4 subtrees
+//! hold ~15 nodes, so joins often split a leaf (join means 4.4 to 14.5 by naming;
+//! this skeleton's are 9.3 to 14.4 there). A lookup costs 16 draws per level instead
+//! of one coin: with an AVX-512 pick (draws computed off the load chain, float
+//! bounds, exact §3 keys in ~4% of picks) 2-2.5x slower than this skeleton at 1k and
+//! 10k nodes, 2.2-2.9x at 100k, 1.1-1.25x at 1M; 5-8x slower portably.
+//!
 //! # Replicas
 //!
 //! [`Skeleton::owners`] draws ranks one after another: rank `i` descends with its own

@@ -304,7 +304,10 @@ fn churn_moves_few_keys_on_sequential_names() {
         println!("N={n} sequential: add mean {am:.2} max {ax:.2}, remove mean {rm:.2} max {rx:.2}");
         // 100k keys are only 10 per node at 10k nodes: the means are noisy (the
         // simulation, with 1M keys, measures ~6 at 10k), so the bound has slack.
-        assert!(am <= 10.0 && rm <= 10.0, "N={n}: mean add {am}, remove {rm}");
+        assert!(
+            am <= 10.0 && rm <= 10.0,
+            "N={n}: mean add {am}, remove {rm}"
+        );
         assert!(ax <= 20.0 && rx <= 20.0, "N={n}: max add {ax}, remove {rx}");
     }
 }
