@@ -4,6 +4,7 @@
 //! cargo run --release --example skeleton_sim                 # default leaf size
 //! cargo run --release --example skeleton_sim -- 8 16 32      # compare leaf sizes
 //! cargo run --release --example skeleton_sim -- --quick 16   # sizes up to 100k
+//! cargo run --release --example skeleton_sim -- --v2 [N ...]  # v1 vs the radix-16 candidate
 //! ```
 //!
 //! Per node count N (random u64 ids): median build time; owner() time with varying
@@ -12,6 +13,9 @@
 //! owners of `K` keys against its bound (N-1) + 8*sqrt(2(N-1)); and the fraction of
 //! keys whose owner changes when one random node joins or leaves, times N (mean and
 //! max over a few trials; flat HRW would give 1.0). Then a weighted table.
+//!
+//! `--v2` compares, in one run, this skeleton with issue 13's candidate (module
+//! `radix` below; not part of the library) on three namings; see `compare_v2`.
 
 use hrw_core::skeleton::{Skeleton, DEFAULT_LEAF_SIZE};
 use std::hint::black_box;
