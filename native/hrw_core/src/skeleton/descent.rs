@@ -168,17 +168,15 @@ impl Skeleton {
         tk: u64,
         skip: impl Fn(usize) -> bool,
     ) -> usize {
-        let mut best: Option<(u64, usize)> = None;
-        for j in 0..m {
-            if skip(j) {
-                continue;
-            }
-            work::count(work::SCORE);
-            let s = n3::score_prepared(tk, self.blocks[off + j]);
-            if best.is_none_or(|(b, _)| s > b) {
-                best = Some((s, j));
-            }
-        }
-        best.map_or(0, |(_, j)| j)
+        let ids = &self.blocks[off..off + m];
+        scan::first_lowest(
+            m,
+            |j| !skip(j),
+            |j| {
+                work::count(work::SCORE);
+                !n3::score_prepared(tk, ids[j])
+            },
+        )
+        .unwrap_or(0)
     }
 }
