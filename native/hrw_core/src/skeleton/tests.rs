@@ -252,28 +252,25 @@ fn fair_with_tiny_leaves_and_skipped_levels() {
 /// (mean, max) of moved fraction × N over `trials` adds and as many removes.
 fn churn(n: usize, trials: usize, keys: u64, leaf: usize, seed: u64) -> [(f64, f64); 2] {
     let mut s = seed ^ 0xabc;
-    let mut joins = s;
-    churn_of(&random_nodes(n, seed), trials, keys, leaf, &mut s, || {
-        splitmix(&mut joins)
-    })
+    churn_of(&random_nodes(n, seed), trials, keys, leaf, &mut s, splitmix)
 }
 
-/// (mean, max) of moved fraction × N over `trials` joins of the ids `join()` names
-/// and as many leaves of random members of `nodes`.
+/// (mean, max) of moved fraction × N over `trials` joins of the ids `join(s)` names
+/// and as many leaves of random members of `nodes` (drawn from `s` after each join).
 fn churn_of(
     nodes: &[(u64, f64)],
     trials: usize,
     keys: u64,
     leaf: usize,
     s: &mut u64,
-    mut join: impl FnMut() -> u64,
+    mut join: impl FnMut(&mut u64) -> u64,
 ) -> [(f64, f64); 2] {
     let n = nodes.len();
     let before = owner_ids(&Skeleton::build(nodes, leaf), nodes, 0, keys);
     let (mut adds, mut removes) = (Vec::new(), Vec::new());
     for _ in 0..trials {
         let mut grown = nodes.to_vec();
-        grown.push((join(), 1.0));
+        grown.push((join(s), 1.0));
         let after = owner_ids(&Skeleton::build(&grown, leaf), &grown, 0, keys);
         adds.push(moved(&before, &after) * n as f64);
         let mut shrunk = nodes.to_vec();
@@ -297,7 +294,7 @@ fn churn_moves_few_keys_on_sequential_names() {
         let nodes: Vec<(u64, f64)> = (0..n as u64).map(|i| (i, 1.0)).collect();
         let mut next = n as u64;
         let mut s = 5;
-        let [(am, ax), (rm, rx)] = churn_of(&nodes, 10, 100_000, DEFAULT_LEAF_SIZE, &mut s, || {
+        let [(am, ax), (rm, rx)] = churn_of(&nodes, 10, 100_000, DEFAULT_LEAF_SIZE, &mut s, |_| {
             next += 1;
             next
         });
