@@ -73,7 +73,7 @@
 //! this skeleton's are 9.3 to 14.4 there). A lookup costs 16 draws per level instead
 //! of one coin: with an AVX-512 pick (draws computed off the load chain, float
 //! bounds, exact §3 keys in ~4% of picks) 2-2.5x slower than this skeleton at 1k and
-//! 10k nodes, 2.2-2.9x at 100k, 1.1-1.25x at 1M; 5-8x slower portably.
+//! 10k nodes, 2.2-2.9x at 100k, 1.1-1.25x at 1M; portably 5-9x up to 10k.
 //!
 //! # Replicas
 //!
