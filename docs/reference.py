@@ -5,7 +5,7 @@ Prints the pinned test vectors that the Rust and ExUnit suites assert, computed 
 written spec rather than from the library, so a drift in either is caught.
 
 The skeleton part (§4) follows the text step by step and shares no structure with
-native/hrw_core/src/skeleton.rs: a recursive trie of Python objects instead of the
+native/hrw_core/src/skeleton/: a recursive trie of Python objects instead of the
 breadth-first array with filler slots, weight sums removed by rescanning each
 subtree's members per step instead of per-slot tables, leaf picks by the exact §3
 key of every node instead of bounds that skip the logarithm, and weights split with

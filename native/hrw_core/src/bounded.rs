@@ -65,16 +65,13 @@ pub fn assign(keys: &[u64], nodes: &[u64], epsilon: f64) -> Assignment {
 /// the number of keys, so while keys remain some node is open.
 fn best_open(prepared: &[u64], tk: u64, load: &[usize], cap: usize) -> usize {
     work::count((work::SCORE + work::ELEMENT) * prepared.len() as u64);
-    let mut best: Option<(u64, usize)> = None;
-    for (i, &tn) in prepared.iter().enumerate() {
-        if load[i] < cap {
-            let s = n3::score_prepared(tk, tn);
-            if best.is_none_or(|(b, _)| s > b) {
-                best = Some((s, i));
-            }
-        }
-    }
-    best.map_or(0, |(_, i)| i)
+    let load = &load[..prepared.len()];
+    scan::first_lowest(
+        prepared.len(),
+        |i| load[i] < cap,
+        |i| !n3::score_prepared(tk, prepared[i]),
+    )
+    .unwrap_or(0)
 }
 
 #[cfg(test)]

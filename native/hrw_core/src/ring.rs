@@ -72,14 +72,13 @@ impl Ring {
                 work::count(work::WEIGHTED_SCORE * weights.len() as u64);
                 // The lowest rank (cost key, then the higher score) wins; equal
                 // ranks would need equal ids, and keep the first index.
-                let mut best: Option<(u128, usize)> = None;
-                for (i, (&tn, &w)) in self.prepared.iter().zip(weights).enumerate() {
-                    let r = Standing::new(n3::score_prepared(tk, tn), w).rank();
-                    if best.is_none_or(|(b, _)| r < b) {
-                        best = Some((r, i));
-                    }
-                }
-                best.map(|(_, i)| i)
+                let n = self.prepared.len().min(weights.len());
+                let prepared = &self.prepared[..n];
+                scan::first_lowest(
+                    n,
+                    |_| true,
+                    |i| Standing::new(n3::score_prepared(tk, prepared[i]), weights[i]).rank(),
+                )
             }
         }
     }

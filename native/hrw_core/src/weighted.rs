@@ -148,14 +148,11 @@ pub fn valid_weight(weight: f64) -> bool {
 /// Index of the weighted owner among `(node id, weight)` for the prepared key `k`
 /// (`n3::prep(key)`), or `None` when empty. Equal standings keep the first index.
 pub fn argmin(nodes: &[(u64, f64)], k: u64) -> Option<usize> {
-    let mut best: Option<(u128, usize)> = None;
-    for (i, &(id, w)) in nodes.iter().enumerate() {
-        let r = Standing::new(crate::n3::score(k, id), Weight::new(w)).rank();
-        if best.is_none_or(|(b, _)| r < b) {
-            best = Some((r, i));
-        }
-    }
-    best.map(|(_, i)| i)
+    crate::scan::first_lowest(
+        nodes.len(),
+        |_| true,
+        |i| Standing::new(crate::n3::score(k, nodes[i].0), Weight::new(nodes[i].1)).rank(),
+    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,182 @@
+//! The owner's descent (coins along consecutive bit positions, then the leaf scan),
+//! the leaf picks shared with `owners`, and the owner's work bound.
+
+use super::{coin, Entry, Skeleton, SEED_SALT_LINEAR};
+use crate::n3;
+use crate::scan;
+use crate::weighted::{uniform_numerator, Standing, Weight};
+use crate::work;
+
+impl Skeleton {
+    /// Work units of one leaf pick over at most `max_leaf` nodes, each membership test
+    /// of the taken set costing `per_taken` (0 when nothing is taken).
+    pub(super) fn pick_cost(&self, per_taken: u64) -> u64 {
+        if self.weighted {
+            // Per node: its bounds (three times at most), one exact cost, two
+            // membership tests; plus the first candidate's bounds and exact cost.
+            self.max_leaf as u64 * (6 * work::SCORE + work::WEIGHTED_SCORE + 2 * per_taken)
+                + 2 * work::SCORE
+                + work::WEIGHTED_SCORE
+        } else {
+            self.max_leaf as u64 * (work::SCORE + per_taken)
+        }
+    }
+
+    /// Work units of one [`Skeleton::owner`], an upper bound: every level of the
+    /// descent and the widest leaf.
+    pub fn owner_cost(&self) -> u64 {
+        let leaf = if self.weighted {
+            self.pick_cost(0)
+        } else {
+            self.max_width as u64 * work::SCORE
+        };
+        work::LEVEL * u64::from(self.levels) + leaf
+    }
+
+    /// Index (into the `nodes` given to [`Skeleton::build`], first occurrence of a
+    /// duplicated id) of the owner of the key with u64 id `key`. Never panics; a
+    /// skeleton built from no nodes answers 0, which names nothing.
+    #[inline]
+    pub fn owner(&self, key: u64) -> usize {
+        let tk = n3::prepared_key(key);
+        let leaf = self.descend(n3::score_prepared(tk, SEED_SALT_LINEAR));
+        let (off, m, width) = leaf.block();
+        if m == 0 {
+            return 0;
+        }
+        let j = if self.weighted {
+            self.weighted_pick(off, m, tk, |_| false)
+        } else {
+            // Padding repeats the first id: equal scores, and the scan keeps the
+            // first index of the maximum, so `j < m`.
+            scan::argmax(&self.blocks[off..off + width], tk).unwrap_or(0)
+        };
+        self.leaf_index(off, m, width, j)
+    }
+
+    /// The leaf entry the owner's coins lead to.
+    #[inline(always)]
+    fn descend(&self, seed: u64) -> Entry {
+        let entries = self.entries.as_slice();
+        let mut e = entries[0];
+        work::count(work::LEVEL * u64::from(self.levels));
+        // A fixed number of steps: a leaf is its own right child, so a path that
+        // ends early stays put, and the loop's exit is always predicted. The coin of
+        // a step depends only on the step's bit position (consecutive along every
+        // path, thanks to fillers), so it is computed off the load -> compare ->
+        // load chain.
+        for bit in self.root_bit..self.root_bit + self.levels {
+            let right = coin(seed, bit) >= e.a || e.is_leaf();
+            e = entries[e.first() + usize::from(right)];
+        }
+        e
+    }
+
+    /// Build-input index of node `j` of the leaf block at `off` with `m` nodes
+    /// (`width` ids with the padding).
+    #[inline(always)]
+    pub(super) fn leaf_index(&self, off: usize, m: usize, width: usize, j: usize) -> usize {
+        let base = off + if self.weighted { 3 * m } else { width };
+        (self.blocks[base + j / 2] >> (32 * (j & 1))) as u32 as usize
+    }
+
+    /// Position in its leaf of the weighted winner of the leaf block at `off` with
+    /// `m > 0` nodes, leaving out the positions `j` for which `skip(j)` holds (at
+    /// least one must stay); exactly `weighted::argmin` over the nodes it keeps.
+    ///
+    /// The logarithm is the expensive part (~40 ns of latency), so it is taken only
+    /// between nodes that can still win. With `a = 1 - u` (exact in f64),
+    /// `-ln(u) = a + a^2/2 + a^3/3 + ...` lies in `[a + a^2/2, a + a^2/2 +
+    /// a^3 / (3 (1 - a))]`; times `log2(e)` that bounds `-log2(u)`, which the computed
+    /// cost `c` (weighted.rs) matches within 1.6e-12. Each bound is widened by 1e-11,
+    /// which also covers the ~2^-52 relative error of multiplying by `1/m` instead
+    /// of dividing by `m`. Bounds are costs times 2^E (E the leaf's largest weight
+    /// exponent; an exact scaling, or infinity), so a node whose lower bound exceeds
+    /// the smallest upper bound has a larger exact cost key than that node: it cannot
+    /// win. Usually one node is left and no logarithm is taken at all; the exact
+    /// comparison uses the integer cost keys of docs/HASHING.md §3.
+    pub(super) fn weighted_pick(
+        &self,
+        off: usize,
+        m: usize,
+        tk: u64,
+        skip: impl Fn(usize) -> bool,
+    ) -> usize {
+        const LOG2_E: f64 = std::f64::consts::LOG2_E;
+        let bounds = |j: usize| -> (u64, f64, f64) {
+            work::count(2 * work::SCORE);
+            let score = n3::score_prepared(tk, self.blocks[off + j]);
+            let inv = f64::from_bits(self.blocks[off + 2 * m + j]);
+            let a = 1.0 - uniform_numerator(score) as f64 * (1.0 / (1u64 << 53) as f64);
+            let head = a + 0.5 * a * a;
+            // a^3 / (3 (1 - a)) <= 2a^3 / 3 while a <= 1/2; past it (a multiple of
+            // 2^-53) the last term adds at least 128 > -log2(2^-53).
+            let tail = (2.0 / 3.0) * a * a * a + (a - 0.5).max(0.0) * (1u64 << 60) as f64;
+            // `inv` may be infinite: then `lo` is infinite or NaN (0 × ∞), and
+            // neither prunes wrongly (a NaN never compares greater).
+            let lo = (head * LOG2_E - 1e-11).max(0.0) * inv;
+            let up = ((head + tail) * LOG2_E + 1e-11) * inv;
+            (score, lo, up)
+        };
+        // Lower bounds of the first nodes are kept for the second pass.
+        let mut lowers = [0.0f64; 32];
+        let (mut upper, mut j0) = (f64::INFINITY, usize::MAX);
+        for j in (0..m).filter(|&j| !skip(j)) {
+            let (_, lo, up) = bounds(j);
+            if let Some(slot) = lowers.get_mut(j) {
+                *slot = lo;
+            }
+            // The first candidate is j0 until beaten: some node is, even when
+            // every upper bound is infinite.
+            j0 = if up < upper || j0 == usize::MAX {
+                j
+            } else {
+                j0
+            };
+            upper = upper.min(up);
+        }
+        if j0 == usize::MAX {
+            return 0;
+        }
+        let exact = |j: usize, score: u64| {
+            work::count(work::WEIGHTED_SCORE);
+            Standing::new(score, Weight::unpack(self.blocks[off + m + j])).rank()
+        };
+        let mut best: Option<(u128, usize)> = None;
+        for j in (0..m).filter(|&j| j != j0 && !skip(j)) {
+            let lower = lowers.get(j).copied().unwrap_or_else(|| bounds(j).1);
+            if lower > upper {
+                continue;
+            }
+            let (b, bj) = *best.get_or_insert_with(|| (exact(j0, bounds(j0).0), j0));
+            let r = exact(j, bounds(j).0);
+            // Equal ranks would need equal ids (never here); the lower position
+            // then, as `weighted::argmin` keeps the first index.
+            if r < b || (r == b && j < bj) {
+                best = Some((r, j));
+            }
+        }
+        best.map_or(j0, |(_, j)| j)
+    }
+
+    /// Position in its leaf of the best plain score of the leaf block at `off` with
+    /// `m > 0` nodes, leaving out as [`Skeleton::weighted_pick`] does.
+    pub(super) fn unweighted_pick(
+        &self,
+        off: usize,
+        m: usize,
+        tk: u64,
+        skip: impl Fn(usize) -> bool,
+    ) -> usize {
+        let ids = &self.blocks[off..off + m];
+        scan::first_lowest(
+            m,
+            |j| !skip(j),
+            |j| {
+                work::count(work::SCORE);
+                !n3::score_prepared(tk, ids[j])
+            },
+        )
+        .unwrap_or(0)
+    }
+}
