@@ -75,8 +75,9 @@ defmodule Mix.Tasks.Hrw.Report do
       progress("  counting #{name} of #{n} nodes")
       loads = loads(keys, target, n)
       mean = length(keys) / n
-      sd = :math.sqrt(Enum.sum(Enum.map(loads, &((&1 - mean) ** 2))) / n)
-      chi = Enum.sum(Enum.map(loads, &((&1 - mean) ** 2 / mean)))
+      sq = fn x -> (x - mean) * (x - mean) end
+      sd = :math.sqrt(Enum.sum(Enum.map(loads, sq)) / n)
+      chi = Enum.sum(Enum.map(loads, &(sq.(&1) / mean)))
       bound = n - 1 + 8 * :math.sqrt(2 * (n - 1))
       fair = if chi <= bound, do: "yes", else: "NO"
       cells = [n, name, Enum.min(loads), Enum.max(loads), fmt(100 * sd / mean), fmt(chi)]
