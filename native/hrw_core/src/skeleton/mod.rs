@@ -126,6 +126,21 @@ fn seed_of(tk: u64, rank: u64) -> u64 {
     }
 }
 
+/// Asks the CPU to start loading the cache line holding `p` (a hint only: any
+/// address is allowed, nothing is read, and other targets do nothing).
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetch` is a hint that never faults and reads nothing the program
+    // can observe, whatever the address (callers form it with `wrapping_add`); SSE
+    // is part of the x86_64 baseline.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// `floor(2^64 * wl / (wl + wr))`, saturating at `u64::MAX` (IEEE basic operations).
 #[inline]
 pub fn threshold(wl: f64, wr: f64) -> u64 {
@@ -199,6 +214,7 @@ pub struct Skeleton {
 
 mod build;
 mod descent;
+pub use descent::BATCH_LANES;
 mod owners;
 #[cfg(test)]
 mod tests;
