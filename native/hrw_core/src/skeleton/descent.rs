@@ -10,6 +10,10 @@ use crate::work;
 /// Keys one [`Skeleton::owners_of`] step takes down the trie together.
 pub const BATCH_LANES: usize = 8;
 
+/// Leaf blocks longer than this (128 KiB, beyond a core's L1 cache) are worth
+/// prefetching in `owners_of`; below, the hints cost more than they save.
+const BATCH_PREFETCH_FROM_WORDS: usize = 1 << 14;
+
 /// Leaf blocks longer than this (1 MiB, a core's L2 cache here) miss the cache often
 /// enough that `owner` prefetches the build indices of its leaf.
 const PREFETCH_FROM_WORDS: usize = 1 << 17;
@@ -111,7 +115,7 @@ impl Skeleton {
         }
         for leaf in &e[..lanes] {
             let (off, m, width) = leaf.block();
-            if m > 0 {
+            if m > 0 && self.blocks.len() > BATCH_PREFETCH_FROM_WORDS {
                 self.prefetch_leaf(off, m, width);
             }
         }

@@ -54,6 +54,15 @@
 //! multiple of 8 for the SIMD scans, see `scan_width`), weights when weighted, build
 //! indices. None of this changes a placement.
 //!
+//! At 1M nodes the slots take ~2.9 MB and the leaf blocks ~16 MB: a lookup's deep
+//! levels and its leaf miss the caches, and one random load from 16 MB costs ~200 ns
+//! here (TLB and DRAM), so a single lookup cannot come close to a 10k-node one
+//! (~44 ns). [`Skeleton::owners_of`] hides the latency instead of removing it: eight
+//! descents go down in lock-step (their loads are independent, so they are in flight
+//! together) and all eight leaf blocks are requested before the first is scanned
+//! (measured with `examples/skeleton_layout.rs`: ~28 ns per key at 10k nodes,
+//! ~100 at 1M, against ~44 and ~300 one lookup at a time).
+//!
 //! # Churn
 //!
 //! Adding a node moves, at each internal node on its path, the keys whose coin falls
