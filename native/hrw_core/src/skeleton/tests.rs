@@ -684,6 +684,26 @@ fn owners_of_gives_each_keys_owner() {
 }
 
 #[test]
+fn large_skeletons_answer_as_their_reordered_twin() {
+    // 300k nodes: trie and leaf blocks large enough to be moved onto huge pages.
+    let nodes = random_nodes(300_000, 8);
+    let sk = Skeleton::build(&nodes, DEFAULT_LEAF_SIZE);
+    let mut reversed = nodes.clone();
+    reversed.reverse();
+    let twin = Skeleton::build(&reversed, DEFAULT_LEAF_SIZE);
+    let keys: Vec<u64> = (0..20_000u64)
+        .map(|k| k.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .collect();
+    let mut out = vec![0u32; keys.len()];
+    sk.owners_of(&keys, &mut out);
+    for (&k, &o) in keys.iter().zip(&out) {
+        let owner = sk.owner(k);
+        assert_eq!(o as usize, owner);
+        assert_eq!(nodes.len() - 1 - twin.owner(k), owner);
+    }
+}
+
+#[test]
 fn owners_of_fills_only_the_common_length() {
     let nodes = random_nodes(100, 5);
     let sk = Skeleton::build(&nodes, DEFAULT_LEAF_SIZE);
