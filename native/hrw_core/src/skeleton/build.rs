@@ -22,6 +22,46 @@ fn scan_width(m: usize, leaf_size: usize) -> usize {
     }
 }
 
+/// `v` again, in a buffer that Linux is asked to back with transparent huge pages
+/// when it spans at least two of them (4 MiB; smaller vectors come back as they
+/// are). At 1M nodes a lookup reads a random trie path out of ~3 MB and a random
+/// leaf block out of ~16 MB: with 4 KiB pages most of those reads also miss the
+/// TLB, and a random load from 16 MB measured ~20% faster on huge pages here. The
+/// copy costs ~2% of such a build. Only a hint: no value changes, failure is ignored.
+fn on_huge_pages<T: Copy>(v: Vec<T>) -> Vec<T> {
+    const HUGE: usize = 2 << 20;
+    let bytes = std::mem::size_of_val(v.as_slice());
+    if !cfg!(target_os = "linux") || bytes < 2 * HUGE {
+        return v;
+    }
+    let mut fresh: Vec<T> = Vec::with_capacity(v.len());
+    #[cfg(target_os = "linux")]
+    {
+        extern "C" {
+            fn madvise(
+                addr: *mut core::ffi::c_void,
+                len: usize,
+                advice: core::ffi::c_int,
+            ) -> core::ffi::c_int;
+        }
+        const MADV_HUGEPAGE: core::ffi::c_int = 14;
+        // The whole huge pages inside the new, still untouched, buffer.
+        let start = (fresh.as_ptr() as usize).next_multiple_of(HUGE);
+        let end = (fresh.as_ptr() as usize + bytes) & !(HUGE - 1);
+        if start < end {
+            // SAFETY: the range lies inside an allocation we own (`fresh`'s buffer,
+            // `bytes` long), starts page-aligned, and MADV_HUGEPAGE only changes how
+            // the kernel backs those pages: it reads and writes none of our memory,
+            // and an error (e.g. THP disabled) leaves everything as it was.
+            unsafe {
+                madvise(start as *mut core::ffi::c_void, end - start, MADV_HUGEPAGE);
+            }
+        }
+    }
+    fresh.extend_from_slice(&v);
+    fresh
+}
+
 impl Skeleton {
     /// Builds the skeleton over `(id, weight)` nodes with leaves of at most
     /// `leaf_size` nodes (taken within `1..2^31`).
@@ -207,10 +247,10 @@ impl Skeleton {
             mass[m] = mass[m - 1];
         }
         Skeleton {
-            entries,
+            entries: on_huge_pages(entries),
             root_bit,
             levels,
-            blocks,
+            blocks: on_huge_pages(blocks),
             span,
             mass,
             weights: if weighted { weights } else { Vec::new() },

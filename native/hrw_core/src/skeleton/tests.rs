@@ -653,6 +653,104 @@ fn weighted_shares_hold_across_the_range() {
 }
 
 #[test]
+fn owners_of_gives_each_keys_owner() {
+    let mut s = 0x0b47_c4ed_u64;
+    let weighted: Vec<(u64, f64)> = random_nodes(3000, 9)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (id, _))| (id, 1.0 + (i % 7) as f64))
+        .collect();
+    let sets = [
+        (Vec::new(), DEFAULT_LEAF_SIZE),
+        (vec![(7, 1.0)], 1),
+        (random_nodes(5, 1), DEFAULT_LEAF_SIZE),
+        (random_nodes(1000, 2), DEFAULT_LEAF_SIZE),
+        (random_nodes(20_000, 3), DEFAULT_LEAF_SIZE),
+        (random_nodes(2000, 4), 1),
+        ((0..500u64).map(|i| (i << 32, 1.0)).collect(), 4),
+        (weighted, DEFAULT_LEAF_SIZE),
+    ];
+    for (nodes, leaf) in &sets {
+        let sk = Skeleton::build(nodes, *leaf);
+        // Lengths around the batch width, so that full and partial groups both run.
+        for len in [0, 1, BATCH_LANES - 1, BATCH_LANES, BATCH_LANES + 3, 1000] {
+            let keys: Vec<u64> = (0..len).map(|_| splitmix(&mut s)).collect();
+            let mut out = vec![u32::MAX; len];
+            sk.owners_of(&keys, &mut out);
+            let want: Vec<u32> = keys.iter().map(|&k| sk.owner(k) as u32).collect();
+            assert_eq!(out, want, "{} nodes, leaf {leaf}, {len} keys", nodes.len());
+        }
+    }
+}
+
+#[test]
+fn large_skeletons_answer_as_their_reordered_twin() {
+    // 300k nodes: trie and leaf blocks large enough to be moved onto huge pages.
+    let nodes = random_nodes(300_000, 8);
+    let sk = Skeleton::build(&nodes, DEFAULT_LEAF_SIZE);
+    let mut reversed = nodes.clone();
+    reversed.reverse();
+    let twin = Skeleton::build(&reversed, DEFAULT_LEAF_SIZE);
+    let keys: Vec<u64> = (0..20_000u64)
+        .map(|k| k.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .collect();
+    let mut out = vec![0u32; keys.len()];
+    sk.owners_of(&keys, &mut out);
+    for (&k, &o) in keys.iter().zip(&out) {
+        let owner = sk.owner(k);
+        assert_eq!(o as usize, owner);
+        assert_eq!(nodes.len() - 1 - twin.owner(k), owner);
+    }
+}
+
+#[test]
+fn owners_of_fills_only_the_common_length() {
+    let nodes = random_nodes(100, 5);
+    let sk = Skeleton::build(&nodes, DEFAULT_LEAF_SIZE);
+    let keys: Vec<u64> = (0..20).collect();
+    let mut short = vec![u32::MAX; 11];
+    sk.owners_of(&keys, &mut short);
+    assert!(short
+        .iter()
+        .zip(&keys)
+        .all(|(&o, &k)| o == sk.owner(k) as u32));
+    let mut long = vec![u32::MAX; 30];
+    sk.owners_of(&keys, &mut long);
+    assert!(long[..20]
+        .iter()
+        .zip(&keys)
+        .all(|(&o, &k)| o == sk.owner(k) as u32));
+    assert!(long[20..].iter().all(|&o| o == u32::MAX));
+}
+
+#[test]
+fn owners_of_matches_the_pinned_owners() {
+    let nodes: Vec<(u64, f64)> = (0..100u64).map(|i| (i, 1.0)).collect();
+    let sk = Skeleton::build(&nodes, 16);
+    let keys: Vec<u64> = (0..12u64).map(|k| k * 1_000_003).collect();
+    let mut out = [0u32; 12];
+    sk.owners_of(&keys, &mut out);
+    assert_eq!(out.map(|o| o as usize), PINNED);
+}
+
+#[cfg(feature = "work-count")]
+#[test]
+fn owners_of_counts_within_its_cost() {
+    for (n, leaf) in [(0, 16), (1, 1), (300, 16), (5000, 16), (5000, 3)] {
+        let sk = Skeleton::build(&random_nodes(n, 6), leaf);
+        let _ = crate::work::take();
+        for len in [0, 3, BATCH_LANES, 100] {
+            let keys: Vec<u64> = (0..len as u64).map(|k| k * 0x9e37_79b9).collect();
+            let mut out = vec![0u32; len];
+            sk.owners_of(&keys, &mut out);
+            let (_, counted) = crate::work::take();
+            assert!(counted <= sk.owners_of_cost(len), "{n} nodes, {len} keys");
+            assert!(len == 0 || n < 2 || counted > 0);
+        }
+    }
+}
+
+#[test]
 fn pinned_owners() {
     // Placements are a contract once stored: these must never change silently.
     let nodes: Vec<(u64, f64)> = (0..100u64).map(|i| (i, 1.0)).collect();
