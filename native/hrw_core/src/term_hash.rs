@@ -72,6 +72,14 @@ fn word(negative: bool, magnitude: u64) -> u64 {
     xxh3_64_with_seed(&buf[..2 + len], TERM_SEED)
 }
 
+/// The id of a complete tagged encoding (its type tag, then its bytes): XXH3-64
+/// with [`TERM_SEED`], as every non-binary id. For callers that assemble an
+/// encoding themselves, e.g. a flat tuple's tag and element ids on the stack.
+#[inline]
+pub fn tagged_encoding(encoding: &[u8]) -> u64 {
+    xxh3_64_with_seed(encoding, TERM_SEED)
+}
+
 /// Id of a float: its IEEE-754 binary64 bits, little-endian; -0.0 hashes as 0.0.
 pub fn float(value: f64) -> u64 {
     let value = if value == 0.0 { 0.0 } else { value };
