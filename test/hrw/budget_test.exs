@@ -186,6 +186,21 @@ defmodule HRW.BudgetTest do
     end
   end
 
+  test "a build too large for the budget goes dirty before decoding its list" do
+    # Decided from the list's length (a capped walk of its cells), so the list is
+    # decoded once, on the dirty scheduler, not also on the normal one first.
+    for n <- [10_000, 100_000], {name, args} <- [skeleton_new: [false, 16], ring_new: [false]] do
+      {outcome, _charged, counted} = Native.probe(name, [names(n) | args])
+      assert outcome == :needs_dirty
+      # The walk of at most ~3,200 cells; decoding even 1,000 nodes counts more.
+      assert counted < 20_000, "#{name} of #{n} nodes counted #{counted} units before giving up"
+    end
+
+    # Lists that fit are still built on the normal scheduler.
+    assert probe(:skeleton_new, [names(1_000), false, 16]) == :ok
+    assert probe(:ring_new, [names(1_000), false]) == :ok
+  end
+
   test "the found stalls now go to a dirty scheduler" do
     # 6666 replicas on a weighted 100k-node skeleton with 4096-node leaves.
     nodes = weighted(names(100_000))

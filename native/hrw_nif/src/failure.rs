@@ -87,6 +87,12 @@ impl Budget {
         self.limited
     }
 
+    /// Units left (`u64::MAX` on a dirty scheduler): for deciding, before any
+    /// work, that a call cannot fit (nothing is charged).
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
     /// Spend `cost` units, failing with `NeedsDirty` when a normal call runs out.
     #[inline]
     pub fn charge(&mut self, cost: u64) -> Outcome<()> {
