@@ -19,11 +19,12 @@ use crate::failure::{bad_arg, Budget, Failure, Outcome};
 use hrw_core::term_hash::{self, tag, IdStack, Mark, MAX_ATOM_CHARS, MAX_ATOM_UTF8_BYTES};
 use hrw_core::work;
 use rustler::sys::{
-    enif_get_atom, enif_get_int64, enif_get_tuple, enif_map_iterator_create, enif_map_iterator_destroy,
-    enif_map_iterator_get_pair, enif_map_iterator_next, enif_term_to_binary, ErlNifBinary,
-    ErlNifCharEncoding, ErlNifMapIterator, ErlNifMapIteratorEntry, ErlNifTerm,
+    enif_get_atom, enif_get_int64, enif_get_tuple, enif_inspect_binary, enif_is_atom,
+    enif_map_iterator_create, enif_map_iterator_destroy, enif_map_iterator_get_pair,
+    enif_map_iterator_next, enif_term_to_binary, ErlNifBinary, ErlNifCharEncoding,
+    ErlNifMapIterator, ErlNifMapIteratorEntry, ErlNifTerm,
 };
-use rustler::{Binary, Encoder, Env, OwnedBinary, Term, TermType};
+use rustler::{Encoder, Env, OwnedBinary, Term, TermType};
 use std::mem::MaybeUninit;
 use std::os::raw::{c_char, c_int, c_uint};
 
@@ -87,8 +88,10 @@ const FLAT_MAX: usize = 8;
 pub fn term_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
     budget.charge(COST_PER_TERM)?;
     work::count(COST_PER_TERM);
-    if let Some(id) = fast_leaf(term, budget)? {
-        return Ok(id);
+    match fast_leaf(term.get_env(), term.as_c_arg(), budget) {
+        Fast::Id(id) => return Ok(id),
+        Fast::Dirty => return Err(Failure::NeedsDirty),
+        Fast::Other => {}
     }
     match term.get_type() {
         TermType::Tuple => {
@@ -112,43 +115,91 @@ pub fn term_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
 /// atom (low 6 bits `001011`). Only an ordering hint: every value is still read
 /// through the NIF API, so a different layout only makes the fast path slower.
 #[inline(always)]
-fn hint(term: Term) -> (bool, bool) {
-    let raw = atom_cache::bits(term.as_c_arg());
+fn hint(term: ErlNifTerm) -> (bool, bool) {
+    let raw = atom_cache::bits(term);
     (raw & 0xF == 0xF, raw & 0x3F == 0x0B)
 }
 
+/// What [`fast_leaf`] found: small enough to come back in registers (an
+/// `Outcome<Option<u64>>` goes through memory, and its byte-wide tag then stalls
+/// the wider load that reads it back).
+#[derive(Clone, Copy)]
+enum Fast {
+    /// The term's id.
+    Id(u64),
+    /// Not a fast leaf (or one whose reading failed: the general walk reads it
+    /// again and reports the error); nothing was charged beyond what is counted.
+    Other,
+    /// The budget ran out.
+    Dirty,
+}
+
 /// The id of a small integer, an atom or a binary, its visit already charged and
-/// counted; `None` (nothing charged) for anything else.
+/// counted; [`Fast::Other`] for anything else. Reads the raw term with the NIF API
+/// (a rustler `Term` built per element costs a stalled reload of its env flag).
 #[inline(always)]
-fn fast_leaf(term: Term, budget: &mut Budget) -> Outcome<Option<u64>> {
-    let (small, atom) = hint(term);
+fn fast_leaf(term_env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Fast {
+    let env = term_env.as_c_arg();
+    let (small, atom) = hint(raw);
     if small {
         let mut v: i64 = 0;
-        // SAFETY: `v` is a valid out-pointer; the call returns 0 unless `term` is an
+        // SAFETY: `v` is a valid out-pointer; the call returns 0 unless `raw` is an
         // integer that fits an i64, and then stores it.
-        if unsafe { enif_get_int64(term.get_env().as_c_arg(), term.as_c_arg(), &mut v) } != 0 {
-            return Ok(Some(term_hash::int64(v)));
+        if unsafe { enif_get_int64(env, raw, &mut v) } != 0 {
+            return Fast::Id(term_hash::int64(v));
         }
     } else if atom {
-        budget.charge(COST_ATOM_CACHE)?;
-        work::count(COST_ATOM_CACHE);
-        if let Some(id) = atom_cache::get(term.as_c_arg()) {
-            return Ok(Some(id));
+        if budget.charge(COST_ATOM_CACHE).is_err() {
+            return Fast::Dirty;
         }
-        if term.is_atom() {
-            let id = atom_id(term, budget)?;
-            budget.charge(COST_ATOM_CACHE)?;
+        work::count(COST_ATOM_CACHE);
+        if let Some(id) = atom_cache::get(raw) {
+            return Fast::Id(id);
+        }
+        // SAFETY: a term of this call's env.
+        if unsafe { enif_is_atom(env, raw) } != 0 {
+            // SAFETY: a term of this call's env.
+            return first_atom_id(unsafe { Term::new(term_env, raw) }, budget);
+        }
+    }
+    let mut bin: MaybeUninit<ErlNifBinary> = MaybeUninit::uninit();
+    // SAFETY: `bin` is a valid out-pointer; on success (a whole-byte binary) the VM
+    // fills it with the binary's size and data pointer, valid while the term is
+    // (this call), and we only read them.
+    if unsafe { enif_inspect_binary(env, raw, bin.as_mut_ptr()) } != 0 {
+        // SAFETY: initialised by the successful call.
+        let bin = unsafe { bin.assume_init() };
+        if budget.charge(hash_cost(bin.size)).is_err() {
+            return Fast::Dirty;
+        }
+        work::count(hash_cost(bin.size));
+        let bytes = if bin.size == 0 {
+            &[][..]
+        } else {
+            // SAFETY: `data` points at `size` readable bytes of the binary (above).
+            unsafe { std::slice::from_raw_parts(bin.data, bin.size) }
+        };
+        return Fast::Id(term_hash::binary(bytes));
+    }
+    Fast::Other
+}
+
+/// An atom missing from the cache: its id, computed (charged and counted in
+/// [`atom_id`]) and stored (charged and counted here).
+#[inline(never)]
+fn first_atom_id(term: Term, budget: &mut Budget) -> Fast {
+    match atom_id(term, budget) {
+        Ok(id) => {
+            if budget.charge(COST_ATOM_CACHE).is_err() {
+                return Fast::Dirty;
+            }
             work::count(COST_ATOM_CACHE);
             atom_cache::put(term.as_c_arg(), id);
-            return Ok(Some(id));
+            Fast::Id(id)
         }
+        Err(Failure::NeedsDirty) => Fast::Dirty,
+        Err(_) => Fast::Other,
     }
-    if let Ok(bin) = Binary::from_term(term) {
-        budget.charge(hash_cost(bin.len()))?;
-        work::count(hash_cost(bin.len()));
-        return Ok(Some(term_hash::binary(bin.as_slice())));
-    }
-    Ok(None)
 }
 
 /// A tuple of at most [`FLAT_MAX`] elements, all of them [`fast_leaf`] terms: its
@@ -165,25 +216,23 @@ fn flat_tuple(term: Term, budget: &mut Budget) -> Outcome<Option<u64>> {
     let env = term.get_env();
     budget.charge(ids_cost(elements.len()))?;
     work::count(ids_cost(elements.len()));
-    let mut buf = [0u8; 1 + 8 * FLAT_MAX];
-    buf[0] = tag::TUPLE;
+    let mut ids = [0u64; FLAT_MAX];
     for (i, &element) in elements.iter().enumerate() {
-        // SAFETY: `element` is a term of the tuple, valid in `env` for this call.
-        let element = unsafe { Term::new(env, element) };
         budget.charge(COST_PER_TERM)?;
         work::count(COST_PER_TERM);
-        match fast_leaf(element, budget)? {
-            Some(id) => buf[1 + 8 * i..9 + 8 * i].copy_from_slice(&id.to_le_bytes()),
-            None => {
+        match fast_leaf(env, element, budget) {
+            Fast::Dirty => return Err(Failure::NeedsDirty),
+            Fast::Id(id) => ids[i] = id,
+            Fast::Other => {
                 let mut walk = Walk::new(budget);
                 let mark = walk.ids.open();
                 walk.ids.reserve(elements.len());
-                for j in 0..i {
-                    let id = u64::from_le_bytes(buf[1 + 8 * j..9 + 8 * j].try_into().unwrap_or([0; 8]));
+                for &id in &ids[..i] {
                     walk.ids.push(id);
                 }
-                // This element's visit is charged: go on below the binary test.
-                let id = walk.non_binary_id(element, 1)?;
+                // This element's visit is charged: go on below the fast leaves.
+                // SAFETY: `element` is a term of the tuple, valid in `env` for this call.
+                let id = walk.non_binary_id(unsafe { Term::new(env, element) }, 1)?;
                 walk.ids.push(id);
                 for &rest in &elements[i + 1..] {
                     // SAFETY: as above.
@@ -195,7 +244,10 @@ fn flat_tuple(term: Term, budget: &mut Budget) -> Outcome<Option<u64>> {
             }
         }
     }
-    Ok(Some(term_hash::tagged_encoding(&buf[..1 + 8 * elements.len()])))
+    Ok(Some(term_hash::tagged_ids(
+        tag::TUPLE,
+        &ids[..elements.len()],
+    )))
 }
 
 /// A map of at most [`FLAT_MAX`] entries: its id. When its keys and values are all
@@ -210,34 +262,44 @@ fn flat_map(term: Term, budget: &mut Budget) -> Outcome<Option<u64>> {
         return Ok(None);
     }
     charge_map(n, budget)?;
-    let mut iter = MapEntries::new(term)?;
+    let env = term.get_env();
+    let mut slot = MaybeUninit::uninit();
+    let mut iter = MapEntries::new(term, &mut slot)?;
     work::count(COST_PER_MAP);
     let mut entries = [(0u64, 0u64); FLAT_MAX];
     let mut len = 0;
-    while let Some((k, v)) = iter.next_entry() {
+    while let Some((k, v)) = iter.next_raw() {
+        // SAFETY: both are terms of the map, valid in `env` for this call.
+        let term = |raw| unsafe { Term::new(env, raw) };
         if len == n {
             return Err(unreadable("map"));
         }
         work::count(COST_PER_MAP_ENTRY + ids_cost(2) - hash_cost(1));
         budget.charge(COST_PER_TERM)?;
         work::count(COST_PER_TERM);
-        let kid = match fast_leaf(k, budget)? {
-            Some(id) => id,
-            None => {
+        let kid = match fast_leaf(env, k, budget) {
+            Fast::Id(id) => id,
+            Fast::Dirty => return Err(Failure::NeedsDirty),
+            Fast::Other => {
                 let mut walk = Walk::new(budget);
-                let kid = walk.non_binary_id(k, 1)?;
-                let vid = walk.id_at(v, 1)?;
-                return walk.map_rest(n, iter, &entries[..len], (kid, vid)).map(Some);
+                let kid = walk.non_binary_id(term(k), 1)?;
+                let vid = walk.id_at(term(v), 1)?;
+                return walk
+                    .map_rest(n, iter, &entries[..len], (kid, vid))
+                    .map(Some);
             }
         };
         budget.charge(COST_PER_TERM)?;
         work::count(COST_PER_TERM);
-        let vid = match fast_leaf(v, budget)? {
-            Some(id) => id,
-            None => {
+        let vid = match fast_leaf(env, v, budget) {
+            Fast::Id(id) => id,
+            Fast::Dirty => return Err(Failure::NeedsDirty),
+            Fast::Other => {
                 let mut walk = Walk::new(budget);
-                let vid = walk.non_binary_id(v, 1)?;
-                return walk.map_rest(n, iter, &entries[..len], (kid, vid)).map(Some);
+                let vid = walk.non_binary_id(term(v), 1)?;
+                return walk
+                    .map_rest(n, iter, &entries[..len], (kid, vid))
+                    .map(Some);
             }
         };
         entries[len] = (kid, vid);
@@ -247,15 +309,19 @@ fn flat_map(term: Term, budget: &mut Budget) -> Outcome<Option<u64>> {
         return Err(unreadable("map"));
     }
     work::count(sort_cost(n) + hash_cost(1));
-    let entries = &mut entries[..n];
-    entries.sort_unstable();
-    let mut buf = [0u8; 1 + 16 * FLAT_MAX];
-    buf[0] = tag::MAP;
-    for (i, &(k, v)) in entries.iter().enumerate() {
-        buf[1 + 16 * i..9 + 16 * i].copy_from_slice(&k.to_le_bytes());
-        buf[9 + 16 * i..17 + 16 * i].copy_from_slice(&v.to_le_bytes());
+    // Insertion sort by (key id, value id) into the flat encoding order.
+    let mut flat = [0u64; 2 * FLAT_MAX];
+    for (i, &(k, v)) in entries[..n].iter().enumerate() {
+        let mut j = i;
+        while j > 0 && (flat[2 * j - 2], flat[2 * j - 1]) > (k, v) {
+            flat[2 * j] = flat[2 * j - 2];
+            flat[2 * j + 1] = flat[2 * j - 1];
+            j -= 1;
+        }
+        flat[2 * j] = k;
+        flat[2 * j + 1] = v;
     }
-    Ok(Some(term_hash::tagged_encoding(&buf[..1 + 16 * n])))
+    Ok(Some(term_hash::tagged_ids(tag::MAP, &flat[..2 * n])))
 }
 
 /// What a map of `n` entries costs besides its keys' and values' visits, charged
@@ -423,10 +489,11 @@ impl<'b> Walk<'b> {
         }
         self.budget.charge(COST_PER_TERM)?;
         work::count(COST_PER_TERM);
-        if let Some(id) = fast_leaf(term, self.budget)? {
-            return Ok(id);
+        match fast_leaf(term.get_env(), term.as_c_arg(), self.budget) {
+            Fast::Id(id) => Ok(id),
+            Fast::Dirty => Err(Failure::NeedsDirty),
+            Fast::Other => self.non_binary_id(term, depth),
         }
-        self.non_binary_id(term, depth)
     }
 
     /// [`Walk::id_at`] for a term that is not a [`fast_leaf`], its visit charged.
@@ -500,7 +567,8 @@ impl<'b> Walk<'b> {
         let n = term.map_size().map_err(|_| unreadable("map"))?;
         // All of it before any of it (keys and values are charged as visited).
         charge_map(n, self.budget)?;
-        let mut iter = MapEntries::new(term)?;
+        let mut slot = MaybeUninit::uninit();
+        let mut iter = MapEntries::new(term, &mut slot)?;
         work::count(COST_PER_MAP);
         let mark = self.ids.open_map();
         self.ids.reserve_entries(n);
@@ -518,7 +586,7 @@ impl<'b> Walk<'b> {
     fn map_rest(
         &mut self,
         n: usize,
-        mut iter: MapEntries,
+        mut iter: MapEntries<'_, '_>,
         done: &[(u64, u64)],
         current: (u64, u64),
     ) -> Outcome<u64> {
@@ -550,15 +618,21 @@ impl<'b> Walk<'b> {
 /// The entries of a map, in the VM's order, straight from the NIF map iterator
 /// (rustler's `MapIterator` is double-ended: two VM iterators and a key comparison
 /// per step, and a larger stack frame at every level of nested maps).
-struct MapEntries<'a> {
+///
+/// The VM's iterator lives in a slot of the caller's frame (`MapEntries::new`),
+/// written in place: moving it right after the VM wrote it would reload it with
+/// stalled wide loads.
+struct MapEntries<'a, 's> {
     env: Env<'a>,
-    iter: ErlNifMapIterator,
+    iter: &'s mut ErlNifMapIterator,
 }
 
-impl<'a> MapEntries<'a> {
-    fn new(map: Term<'a>) -> Outcome<MapEntries<'a>> {
+impl<'a, 's> MapEntries<'a, 's> {
+    fn new(
+        map: Term<'a>,
+        iter: &'s mut MaybeUninit<ErlNifMapIterator>,
+    ) -> Outcome<MapEntries<'a, 's>> {
         let env = map.get_env();
-        let mut iter: MaybeUninit<ErlNifMapIterator> = MaybeUninit::uninit();
         // SAFETY: `iter` is a valid out-pointer; the call fails (returns 0) unless
         // `map` is a map, and on success initialises the iterator.
         let ok = unsafe {
@@ -575,11 +649,19 @@ impl<'a> MapEntries<'a> {
         Ok(MapEntries {
             env,
             // SAFETY: initialised by the successful call above.
-            iter: unsafe { iter.assume_init() },
+            iter: unsafe { iter.assume_init_mut() },
         })
     }
 
     fn next_entry(&mut self) -> Option<(Term<'a>, Term<'a>)> {
+        let (key, value) = self.next_raw()?;
+        // SAFETY: terms of the map, valid in `env` for this call.
+        unsafe { Some((Term::new(self.env, key), Term::new(self.env, value))) }
+    }
+
+    /// [`MapEntries::next_entry`] as raw terms of the map's env.
+    #[inline]
+    fn next_raw(&mut self) -> Option<(ErlNifTerm, ErlNifTerm)> {
         let mut key: MaybeUninit<ErlNifTerm> = MaybeUninit::uninit();
         let mut value: MaybeUninit<ErlNifTerm> = MaybeUninit::uninit();
         // SAFETY: the iterator was created for a map of this env and not destroyed;
@@ -587,24 +669,20 @@ impl<'a> MapEntries<'a> {
         // terms, which are then valid in `env` for this call.
         unsafe {
             let env = self.env.as_c_arg();
-            if enif_map_iterator_get_pair(env, &mut self.iter, key.as_mut_ptr(), value.as_mut_ptr())
-                == 0
+            if enif_map_iterator_get_pair(env, self.iter, key.as_mut_ptr(), value.as_mut_ptr()) == 0
             {
                 return None;
             }
-            enif_map_iterator_next(env, &mut self.iter);
-            Some((
-                Term::new(self.env, key.assume_init()),
-                Term::new(self.env, value.assume_init()),
-            ))
+            enif_map_iterator_next(env, self.iter);
+            Some((key.assume_init(), value.assume_init()))
         }
     }
 }
 
-impl Drop for MapEntries<'_> {
+impl Drop for MapEntries<'_, '_> {
     fn drop(&mut self) {
         // SAFETY: created successfully in `new`, destroyed only here, once.
-        unsafe { enif_map_iterator_destroy(self.env.as_c_arg(), &mut self.iter) };
+        unsafe { enif_map_iterator_destroy(self.env.as_c_arg(), self.iter) };
     }
 }
 
