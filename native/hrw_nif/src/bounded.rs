@@ -36,14 +36,20 @@ fn assignments<'a>(
     // The sorts: ours, the assignment's own and the result map's.
     let k = entries.len();
     budget.charge(
-        3 * work::sort(k) + assign_cost(k, 0) + 2 * work::ELEMENT * set.nodes.len() as u64,
+        3 * work::sort(k)
+            + assign_cost(k, 0)
+            + 2 * work::ELEMENT * set.nodes.len() as u64
+            + 2 * work::ELEMENT * k as u64,
     )?;
     // Equal ids are equal keys (`0.0` and `-0.0`): keep the first occurrence in
     // the input (a stable sort keeps input order within equal ids).
-    work::count(work::sort(k));
-    entries.sort_by_key(|e| e.0);
-    entries.dedup_by_key(|e| e.0);
-    let ids: Vec<u64> = entries.iter().map(|e| e.0).collect();
+    work::count(work::sort(k) + 2 * work::ELEMENT * k as u64);
+    // By (id, position): the order of a stable sort by id, without its buffer.
+    let mut order: Vec<(u64, usize)> = entries.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
+    order.sort_unstable();
+    order.dedup_by_key(|e| e.0);
+    let ids: Vec<u64> = order.iter().map(|e| e.0).collect();
+    let entries: Vec<(u64, Term<'a>)> = order.iter().map(|&(_, i)| entries[i]).collect();
     let node_ids: Vec<u64> = set.nodes.iter().map(|n| n.0).collect();
     let a = assign(&ids, &node_ids, epsilon);
     work::count(2 * work::ELEMENT * ids.len() as u64 + work::sort(ids.len()));
