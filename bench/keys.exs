@@ -92,7 +92,9 @@ defmodule KeysBench do
   # node of the first point at or after phash2(key) (wrapping to the smallest).
   def libring_new(nodes) do
     nodes
-    |> Enum.flat_map(fn node -> for i <- 0..127, do: {:erlang.phash2({node, i}, 4_294_967_296), node} end)
+    |> Enum.flat_map(fn node ->
+      for i <- 0..127, do: {:erlang.phash2({node, i}, 4_294_967_296), node}
+    end)
     |> Enum.sort()
     |> Enum.dedup_by(&elem(&1, 0))
     |> :gb_trees.from_orddict()
@@ -145,7 +147,14 @@ if "term" in only do
     loop = KeysBench.median_ns(keys, &KeysBench.loop/1)
     ph = KeysBench.median_ns(keys, &KeysBench.phash2/1)
     id = KeysBench.median_ns(keys, &KeysBench.term_id/1)
-    KeysBench.row([name, KeysBench.f(loop), KeysBench.f(ph), KeysBench.f(id), KeysBench.f(id / ph) <> "×"])
+
+    KeysBench.row([
+      name,
+      KeysBench.f(loop),
+      KeysBench.f(ph),
+      KeysBench.f(id),
+      KeysBench.f(id / ph) <> "×"
+    ])
   end
 end
 
@@ -156,7 +165,16 @@ if "owner" in only do
     ring = HRW.Ring.new(ns)
     lib = KeysBench.libring_new(ns)
     IO.puts("\n### HRW.owner/2 at #{n} nodes against a libring-style ring (ns per call)\n")
-    KeysBench.row(["key", "skeleton", "ring", "libring-style", "skeleton / libring", "ring / libring"])
+
+    KeysBench.row([
+      "key",
+      "skeleton",
+      "ring",
+      "libring-style",
+      "skeleton / libring",
+      "ring / libring"
+    ])
+
     KeysBench.row(["---", "--:", "--:", "--:", "--:", "--:"])
 
     for {name, gen} <- Enum.take(KeysBench.key_types(), 4) do
@@ -164,7 +182,15 @@ if "owner" in only do
       sk = KeysBench.median_ns(keys, &KeysBench.owner(&1, skeleton))
       ri = KeysBench.median_ns(keys, &KeysBench.owner(&1, ring))
       li = KeysBench.median_ns(keys, &KeysBench.libring(&1, lib))
-      KeysBench.row([name, KeysBench.f(sk), KeysBench.f(ri), KeysBench.f(li), KeysBench.f(sk / li) <> "×", KeysBench.f(ri / li) <> "×"])
+
+      KeysBench.row([
+        name,
+        KeysBench.f(sk),
+        KeysBench.f(ri),
+        KeysBench.f(li),
+        KeysBench.f(sk / li) <> "×",
+        KeysBench.f(ri / li) <> "×"
+      ])
     end
   end
 end
@@ -196,5 +222,10 @@ if "bounded" in only do
   IO.puts("\n### HRW.Bounded.assignments/3, 100k keys x 100 nodes (ms)\n")
   KeysBench.row(["native", "hrw 0.2.1 greedy", "speed-up"])
   KeysBench.row(["--:", "--:", "--:"])
-  KeysBench.row([KeysBench.f(native / 1000), KeysBench.f(old / 1000), KeysBench.f(old / native) <> "×"])
+
+  KeysBench.row([
+    KeysBench.f(native / 1000),
+    KeysBench.f(old / 1000),
+    KeysBench.f(old / native) <> "×"
+  ])
 end
