@@ -11,11 +11,15 @@
 #   * owner:   HRW.owner/2 on a skeleton and on a ring, against a libring-style ring
 #              (libring's algorithm written here: 128 points per node, phash2 of
 #              {node, i} in 2^32, a :gb_trees successor), at 10 and 10k nodes;
-#   * build:   HRW.build and HRW.Ring.new of 10k nodes against a phash2 map of them;
+#   * build:   HRW.build and HRW.Ring.new of 10k nodes against phash2 over them
+#              (Enum.map, and Map.new);
 #   * batch:   HRW.owner_batch/2 of 1M binary keys on a 10k-node skeleton (one
-#              rayon thread unless config says otherwise);
+#              rayon thread unless config says otherwise), next to the same batch
+#              on a 1-node skeleton (everything but the descent) and an Enum.map
+#              of phash2 over the keys (what building a 1M-element list costs);
 #   * bounded: HRW.Bounded.assignments/3, 100k keys x 100 nodes, against hrw 0.2.1's
-#              greedy (sort, dedup, per key the phash2 max over open nodes).
+#              greedy (sort, dedup, per key the phash2 max over open nodes), next
+#              to building a 100k-entry map alone.
 
 defmodule KeysBench do
   @moduledoc false
@@ -199,19 +203,41 @@ if "build" in only do
   ns = nodes.(10_000)
   sk = KeysBench.median_us(fn -> HRW.build(ns) end, 11)
   ri = KeysBench.median_us(fn -> HRW.Ring.new(ns) end, 11)
-  ph = KeysBench.median_us(fn -> Map.new(ns, &{&1, :erlang.phash2(&1)}) end, 11)
+  ph = KeysBench.median_us(fn -> Enum.map(ns, &:erlang.phash2/1) end, 11)
+  pm = KeysBench.median_us(fn -> Map.new(ns, &{&1, :erlang.phash2(&1)}) end, 11)
   IO.puts("\n### Build from 10k nodes (µs, median of 11)\n")
-  KeysBench.row(["HRW.build", "HRW.Ring.new", "phash2 map", "build / map"])
-  KeysBench.row(["--:", "--:", "--:", "--:"])
-  KeysBench.row([sk, ri, ph, KeysBench.f(sk / ph) <> "×"])
+
+  KeysBench.row([
+    "HRW.build",
+    "HRW.Ring.new",
+    "Enum.map phash2",
+    "Map.new phash2",
+    "build / Enum.map",
+    "build / Map.new"
+  ])
+
+  KeysBench.row(["--:", "--:", "--:", "--:", "--:", "--:"])
+  KeysBench.row([sk, ri, ph, pm, KeysBench.f(sk / ph) <> "×", KeysBench.f(sk / pm) <> "×"])
 end
 
 if "batch" in only do
   skeleton = HRW.build(nodes.(10_000))
+  one = HRW.build(["only"])
   keys = Enum.map(1..1_000_000, &"key-#{&1}")
-  us = KeysBench.median_us(fn -> HRW.owner_batch(keys, skeleton) end, 5)
-  IO.puts("\n### owner_batch, 1M binary keys, 10k-node skeleton\n")
-  IO.puts("#{KeysBench.f(us * 1000 / 1_000_000)} ns/key (#{HRW.Batch.threads()} thread(s))")
+  per_key = fn f -> KeysBench.f(KeysBench.median_us(f, 5) * 1000 / 1_000_000) end
+  batch = per_key.(fn -> HRW.owner_batch(keys, skeleton) end)
+  batch_one = per_key.(fn -> HRW.owner_batch(keys, one) end)
+  map = per_key.(fn -> Enum.map(keys, &:erlang.phash2/1) end)
+  IO.puts("\n### owner_batch, 1M binary keys (ns per key, #{HRW.Batch.threads()} thread(s))\n")
+
+  KeysBench.row([
+    "10k-node skeleton",
+    "1-node skeleton (no descent)",
+    "Enum.map phash2 (a 1M list)"
+  ])
+
+  KeysBench.row(["--:", "--:", "--:"])
+  KeysBench.row([batch, batch_one, map])
 end
 
 if "bounded" in only do

@@ -245,41 +245,10 @@ fn owners<'a>(
     threads: usize,
     mut budget: Budget,
 ) -> Outcome<Term<'a>> {
-    if threads <= 1 || budget.is_limited() {
-        return owners_in_one_pass(env, keys, t, &mut budget);
-    }
     let b = run(keys, &[t], false, threads, &mut budget)?;
     let nodes = &b.targets[0].nodes;
     work::count(2 * work::ELEMENT * b.owners[0].len() as u64);
     let out: Vec<Term<'a>> = b.owners[0].iter().map(|&i| nodes.get(i)).collect();
-    Ok(out.encode(env))
-}
-
-/// [`owners`] on the calling thread alone (a normal call, or a pool of one): each
-/// key is hashed, looked up and its owner term written as the list is walked, with
-/// no buffer of ids or owner indices in between (for a million keys those are
-/// 12 MB of fresh pages, a page fault every 4 KB). Charged per key as [`run`] does.
-fn owners_in_one_pass<'a>(
-    env: Env<'a>,
-    keys: Term<'a>,
-    t: Term<'a>,
-    budget: &mut Budget,
-) -> Outcome<Term<'a>> {
-    let target = target(t, budget)?;
-    let per_key = COST_PER_KEY + target.lookup.cost_per_key() + work::ELEMENT;
-    let mut out: Vec<Term<'a>> = Vec::new();
-    let mut rest = keys;
-    while let Ok((key, tail)) = rest.list_get_cell() {
-        budget.charge(per_key)?;
-        // The cell, the lookup's owner index, the result's element and list cell.
-        work::count(5 * work::ELEMENT);
-        let id = term_id(key, budget)?;
-        out.push(target.nodes.get(target.lookup.owner(id) as u32));
-        rest = tail;
-    }
-    if !rest.is_empty_list() {
-        return bad_arg("keys must be a proper list");
-    }
     Ok(out.encode(env))
 }
 

@@ -22,7 +22,13 @@ fn assignments<'a>(
 ) -> Outcome<Term<'a>> {
     let set = nodeset::decode(nodes, false, &mut budget)?;
     let per_key = cost_per_key(set.nodes.len());
-    let mut entries: Vec<(u64, Term<'a>)> = Vec::new();
+    // Sized once on a dirty scheduler (growing a large vector copies it).
+    let expected = if budget.is_limited() {
+        0
+    } else {
+        keys.list_length().unwrap_or(0)
+    };
+    let mut entries: Vec<(u64, Term<'a>)> = Vec::with_capacity(expected);
     let mut rest = keys;
     while let Ok((key, tail)) = rest.list_get_cell() {
         budget.charge(per_key)?;
