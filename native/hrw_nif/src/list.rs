@@ -2,11 +2,13 @@
 
 use crate::failure::{bad_arg, twin_nifs, Budget, Failure, Outcome};
 use crate::nodeset;
-use crate::term_id::term_id;
+use crate::term_id::{term_id, term_id_raw};
 use hrw_core::ring::Ring;
 use hrw_core::{n3, scan, work};
+use rustler::sys::{enif_get_list_cell, enif_is_empty_list, ErlNifTerm};
 use rustler::{Encoder, Env, Term};
 use smallvec::SmallVec;
+use std::mem::MaybeUninit;
 
 /// Budget units per node of the allocation-free owner scan beyond hashing it: the
 /// cell, two buffer pushes and the score.
@@ -23,20 +25,46 @@ pub fn for_each_node<'a>(
     budget: &mut Budget,
     mut visit: impl FnMut(Term<'a>, &mut Budget) -> Outcome<()>,
 ) -> Outcome<()> {
+    let env = nodes.get_env();
+    for_each_raw_node(nodes, per_node, budget, |raw, budget| {
+        // SAFETY: a cell of the list, valid in `env` for this call.
+        visit(unsafe { Term::new(env, raw) }, budget)
+    })
+}
+
+/// [`for_each_node`] handing out raw terms of the list's env (see
+/// [`crate::term_id::term_id_raw`] for why).
+pub fn for_each_raw_node(
+    nodes: Term,
+    per_node: u64,
+    budget: &mut Budget,
+    mut visit: impl FnMut(ErlNifTerm, &mut Budget) -> Outcome<()>,
+) -> Outcome<()> {
     if nodes.is_empty_list() {
         return bad_arg("nodes must be a non-empty list");
     }
     if !nodes.is_list() {
         return bad_arg("nodes must be a list");
     }
-    let mut rest = nodes;
-    while let Ok((node, tail)) = rest.list_get_cell() {
+    let env = nodes.get_env().as_c_arg();
+    let mut rest = nodes.as_c_arg();
+    loop {
+        let mut head = MaybeUninit::uninit();
+        let mut tail = MaybeUninit::uninit();
+        // SAFETY: valid out-pointers; the call returns 0 unless `rest` is a cons cell,
+        // and then writes its head and tail, terms of this call's env.
+        if unsafe { enif_get_list_cell(env, rest, head.as_mut_ptr(), tail.as_mut_ptr()) } == 0 {
+            break;
+        }
         budget.charge(per_node)?;
         work::count(work::ELEMENT);
-        visit(node, budget)?;
+        // SAFETY: written by the successful call.
+        let (head, tail) = unsafe { (head.assume_init(), tail.assume_init()) };
+        visit(head, budget)?;
         rest = tail;
     }
-    if rest.is_empty_list() {
+    // SAFETY: a term of this call's env.
+    if unsafe { enif_is_empty_list(env, rest) } != 0 {
         Ok(())
     } else {
         bad_arg("nodes must be a proper list, got an improper list")
@@ -47,10 +75,11 @@ pub fn for_each_node<'a>(
 fn each_node<'a>(
     nodes: Term<'a>,
     budget: &mut Budget,
-    mut visit: impl FnMut(Term<'a>, u64),
+    mut visit: impl FnMut(ErlNifTerm, u64),
 ) -> Outcome<()> {
-    for_each_node(nodes, OWNER_COST_PER_NODE, budget, |node, budget| {
-        visit(node, term_id(node, budget)?);
+    let env = nodes.get_env();
+    for_each_raw_node(nodes, OWNER_COST_PER_NODE, budget, |node, budget| {
+        visit(node, term_id_raw(env, node, budget)?);
         Ok(())
     })
 }
@@ -62,7 +91,7 @@ fn owner<'a>(key: Term<'a>, nodes: Term<'a>, mut budget: Budget) -> Outcome<Term
     let tk = n3::prepared_key(term_id(key, &mut budget)?);
     // On the stack for the usual handful of nodes: no allocation per call.
     let mut prepared: SmallVec<[u64; 32]> = SmallVec::new();
-    let mut terms: SmallVec<[Term<'a>; 32]> = SmallVec::new();
+    let mut terms: SmallVec<[ErlNifTerm; 32]> = SmallVec::new();
     each_node(nodes, &mut budget, |node, id| {
         work::count(2 * work::ELEMENT);
         prepared.push(n3::linear(id));
@@ -70,7 +99,8 @@ fn owner<'a>(key: Term<'a>, nodes: Term<'a>, mut budget: Budget) -> Outcome<Term
     })?;
     // The first index of the highest score: a repeated node keeps its first occurrence.
     match scan::argmax(&prepared, tk) {
-        Some(i) => Ok(terms[i]),
+        // SAFETY: a cell of the node list, valid in this call's env.
+        Some(i) => Ok(unsafe { Term::new(nodes.get_env(), terms[i]) }),
         None => bad_arg("nodes must be a non-empty list"),
     }
 }

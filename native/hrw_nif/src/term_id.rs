@@ -86,13 +86,29 @@ const FLAT_MAX: usize = 8;
 /// an atom and the shared encoding buffer.
 #[inline]
 pub fn term_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
+    term_id_raw(term.get_env(), term.as_c_arg(), budget)
+}
+
+/// [`term_id`] of a raw term of `env`'s call: walkers over many terms pass raw
+/// terms (a rustler `Term` carries a one-byte env kind, and moving one through
+/// memory stalls the wider load that reads it back, per element).
+#[inline]
+pub fn term_id_raw(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Outcome<u64> {
     budget.charge(COST_PER_TERM)?;
     work::count(COST_PER_TERM);
-    match fast_leaf(term.get_env(), term.as_c_arg(), budget) {
+    match fast_leaf(env, raw, budget) {
         Fast::Id(id) => return Ok(id),
         Fast::Dirty => return Err(Failure::NeedsDirty),
         Fast::Other => {}
     }
+    slow_id(env, raw, budget)
+}
+
+/// A term that is not a [`fast_leaf`], its visit charged.
+#[inline(never)]
+fn slow_id(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Outcome<u64> {
+    // SAFETY: a term of this call's env.
+    let term = unsafe { Term::new(env, raw) };
     match term.get_type() {
         TermType::Tuple => {
             if let Some(id) = flat_tuple(term, budget)? {
