@@ -10,7 +10,7 @@ use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
 use crate::ring::{self, RingResource};
 use crate::skeleton::{self, SkeletonResource};
-use crate::term_id::term_id;
+use crate::term_id::term_id_raw;
 use crate::tuple_view::TupleView;
 use hrw_core::ring::Ring;
 use hrw_core::work;
@@ -155,17 +155,18 @@ fn walk_keys<'a>(
     };
     let mut terms = Vec::with_capacity(if keep_terms { expected } else { 0 });
     let mut ids = Vec::with_capacity(expected);
-    let mut rest = keys;
-    while let Ok((key, tail)) = rest.list_get_cell() {
+    let env = keys.get_env();
+    let proper = crate::list::for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
         work::count(3 * work::ELEMENT);
-        ids.push(term_id(key, budget)?);
+        ids.push(term_id_raw(env, key, budget)?);
         if keep_terms {
-            terms.push(key);
+            // SAFETY: a cell of the key list, valid in `env` for this call.
+            terms.push(unsafe { Term::new(env, key) });
         }
-        rest = tail;
-    }
-    if !rest.is_empty_list() {
+        Ok(())
+    })?;
+    if !proper {
         return bad_arg("keys must be a proper list");
     }
     Ok((terms, ids))

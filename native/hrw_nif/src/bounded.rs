@@ -2,7 +2,7 @@
 
 use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
-use crate::term_id::term_id;
+use crate::term_id::term_id_raw;
 use hrw_core::bounded::{assign, assign_cost};
 use hrw_core::work;
 use rustler::{Env, Term};
@@ -29,14 +29,15 @@ fn assignments<'a>(
         keys.list_length().unwrap_or(0)
     };
     let mut entries: Vec<(u64, Term<'a>)> = Vec::with_capacity(expected);
-    let mut rest = keys;
-    while let Ok((key, tail)) = rest.list_get_cell() {
+    let proper = crate::list::for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
         work::count(2 * work::ELEMENT);
-        entries.push((term_id(key, &mut budget)?, key));
-        rest = tail;
-    }
-    if !rest.is_empty_list() {
+        let id = term_id_raw(env, key, &mut budget)?;
+        // SAFETY: a cell of the key list, valid in `env` for this call.
+        entries.push((id, unsafe { Term::new(env, key) }));
+        Ok(())
+    })?;
+    if !proper {
         return bad_arg("keys must be a proper list");
     }
     // The sorts: ours, the assignment's own and the result map's.

@@ -14,26 +14,11 @@ use std::mem::MaybeUninit;
 /// cell, two buffer pushes and the score.
 const OWNER_COST_PER_NODE: u64 = 3 * work::ELEMENT + work::SCORE;
 
-/// Calls `visit(node, budget)` for every element of the non-empty proper list
-/// `nodes`, in order, charging `per_node` before each (the caller's cost of a node
-/// beyond its term id, which `visit` charges). Walks the cells itself (rustler's
+/// Calls `visit(node, budget)` with the raw term of every element of the non-empty
+/// proper list `nodes`, in order, charging `per_node` before each (the caller's
+/// cost of a node beyond its term id, which `visit` charges). Walks the cells itself (rustler's
 /// iterator panics on improper lists) in one pass: an improper tail is reported
-/// after the walk.
-pub fn for_each_node<'a>(
-    nodes: Term<'a>,
-    per_node: u64,
-    budget: &mut Budget,
-    mut visit: impl FnMut(Term<'a>, &mut Budget) -> Outcome<()>,
-) -> Outcome<()> {
-    let env = nodes.get_env();
-    for_each_raw_node(nodes, per_node, budget, |raw, budget| {
-        // SAFETY: a cell of the list, valid in `env` for this call.
-        visit(unsafe { Term::new(env, raw) }, budget)
-    })
-}
-
-/// [`for_each_node`] handing out raw terms of the list's env (see
-/// [`crate::term_id::term_id_raw`] for why).
+/// after the walk. Raw terms: see [`crate::term_id::term_id_raw`].
 pub fn for_each_raw_node(
     nodes: Term,
     per_node: u64,
@@ -46,8 +31,28 @@ pub fn for_each_raw_node(
     if !nodes.is_list() {
         return bad_arg("nodes must be a list");
     }
-    let env = nodes.get_env().as_c_arg();
-    let mut rest = nodes.as_c_arg();
+    let proper = for_each_raw_cell(nodes, |head| {
+        budget.charge(per_node)?;
+        work::count(work::ELEMENT);
+        visit(head, budget)
+    })?;
+    if proper {
+        Ok(())
+    } else {
+        bad_arg("nodes must be a proper list, got an improper list")
+    }
+}
+
+/// Calls `visit(head)` for every cell of `list` as a raw term of its env, in
+/// order, stopping at the first error; then whether the list was proper (its
+/// last tail `[]`). Walks the cells itself: rustler's iterator panics on improper
+/// lists, and its cells come back as `Term`s through memory.
+pub fn for_each_raw_cell(
+    list: Term,
+    mut visit: impl FnMut(ErlNifTerm) -> Outcome<()>,
+) -> Outcome<bool> {
+    let env = list.get_env().as_c_arg();
+    let mut rest = list.as_c_arg();
     loop {
         let mut head = MaybeUninit::uninit();
         let mut tail = MaybeUninit::uninit();
@@ -56,19 +61,13 @@ pub fn for_each_raw_node(
         if unsafe { enif_get_list_cell(env, rest, head.as_mut_ptr(), tail.as_mut_ptr()) } == 0 {
             break;
         }
-        budget.charge(per_node)?;
-        work::count(work::ELEMENT);
         // SAFETY: written by the successful call.
         let (head, tail) = unsafe { (head.assume_init(), tail.assume_init()) };
-        visit(head, budget)?;
+        visit(head)?;
         rest = tail;
     }
     // SAFETY: a term of this call's env.
-    if unsafe { enif_is_empty_list(env, rest) } != 0 {
-        Ok(())
-    } else {
-        bad_arg("nodes must be a proper list, got an improper list")
-    }
+    Ok(unsafe { enif_is_empty_list(env, rest) } != 0)
 }
 
 /// Calls `visit(node, id)` for every node, in list order.

@@ -1,8 +1,8 @@
 //! Decoding a node list for a prepared structure: ids, weights, distinct terms.
 
 use crate::failure::{Budget, Failure, Outcome};
-use crate::list::for_each_node;
-use crate::term_id::term_id;
+use crate::list::for_each_raw_node;
+use crate::term_id::{term_id, term_id_raw};
 use crate::weighted::decode_weighted;
 use hrw_core::nodes::{distinct, distinct_cost, fingerprint, fingerprint_cost};
 use hrw_core::work;
@@ -72,15 +72,18 @@ pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outco
     let mut terms = Vec::new();
     let mut weight_terms = Vec::new();
     let mut pairs = Vec::new();
-    for_each_node(nodes, DECODE_COST_PER_NODE, budget, |entry, budget| {
+    let env = nodes.get_env();
+    for_each_raw_node(nodes, DECODE_COST_PER_NODE, budget, |raw, budget| {
         work::count(4 * work::ELEMENT);
+        // SAFETY: a cell of the node list, valid in `env` for this call.
+        let entry = unsafe { Term::new(env, raw) };
         let node = if weighted {
             let (node, weight, term) = decode_weighted(entry)?;
             pairs.push((term_id(node, budget)?, weight));
             weight_terms.push(term);
             node
         } else {
-            pairs.push((term_id(entry, budget)?, 1.0));
+            pairs.push((term_id_raw(env, raw, budget)?, 1.0));
             entry
         };
         terms.push(node);
