@@ -5,7 +5,7 @@
 # Every figure is a median over 7 batches of one run, with varying keys (20,000
 # distinct keys per type, each batch walks all of them): ns per call, including the
 # loop (a direct recursive call per key, measured alone as "loop"). Ratios are
-# within the run. Sections (BENCH_ONLY=term,owner,build,batch,bounded to choose):
+# within the run. Each section runs in a fresh process. Sections (BENCH_ONLY=term,owner,build,batch,bounded to choose):
 #
 #   * term:    HRW.term_id/1 against :erlang.phash2/1 per key type;
 #   * owner:   HRW.owner/2 on a skeleton and on a ring, against a libring-style ring
@@ -35,6 +35,10 @@ defmodule KeysBench do
   end
 
   def keys(gen, n \\ 20_000), do: Enum.map(1..n, gen)
+
+  # Runs one section in a process of its own, so no section times the garbage
+  # collection of another's data.
+  def isolated(fun), do: fun |> Task.async() |> Task.await(:infinity)
 
   # Median ns per element of `fun.(keys)` (which walks every key once).
   def median_ns(keys, fun, batches \\ 7) do
@@ -142,119 +146,129 @@ only = System.get_env("BENCH_ONLY", "term,owner,build,batch,bounded") |> String.
 nodes = fn n -> Enum.map(0..(n - 1), &"node-#{&1}") end
 
 if "term" in only do
-  IO.puts("\n### HRW.term_id/1 against :erlang.phash2/1 (ns per call, 20k keys)\n")
-  KeysBench.row(["key", "loop", "phash2", "term_id", "term_id / phash2"])
-  KeysBench.row(["---", "--:", "--:", "--:", "--:"])
+  KeysBench.isolated(fn ->
+    IO.puts("\n### HRW.term_id/1 against :erlang.phash2/1 (ns per call, 20k keys)\n")
+    KeysBench.row(["key", "loop", "phash2", "term_id", "term_id / phash2"])
+    KeysBench.row(["---", "--:", "--:", "--:", "--:"])
 
-  for {name, gen} <- KeysBench.key_types() do
-    keys = KeysBench.keys(gen)
-    loop = KeysBench.median_ns(keys, &KeysBench.loop/1)
-    ph = KeysBench.median_ns(keys, &KeysBench.phash2/1)
-    id = KeysBench.median_ns(keys, &KeysBench.term_id/1)
-
-    KeysBench.row([
-      name,
-      KeysBench.f(loop),
-      KeysBench.f(ph),
-      KeysBench.f(id),
-      KeysBench.f(id / ph) <> "×"
-    ])
-  end
-end
-
-if "owner" in only do
-  for n <- [10, 10_000] do
-    ns = nodes.(n)
-    skeleton = HRW.build(ns)
-    ring = HRW.Ring.new(ns)
-    lib = KeysBench.libring_new(ns)
-    IO.puts("\n### HRW.owner/2 at #{n} nodes against a libring-style ring (ns per call)\n")
-
-    KeysBench.row([
-      "key",
-      "skeleton",
-      "ring",
-      "libring-style",
-      "skeleton / libring",
-      "ring / libring"
-    ])
-
-    KeysBench.row(["---", "--:", "--:", "--:", "--:", "--:"])
-
-    for {name, gen} <- Enum.take(KeysBench.key_types(), 4) do
+    for {name, gen} <- KeysBench.key_types() do
       keys = KeysBench.keys(gen)
-      sk = KeysBench.median_ns(keys, &KeysBench.owner(&1, skeleton))
-      ri = KeysBench.median_ns(keys, &KeysBench.owner(&1, ring))
-      li = KeysBench.median_ns(keys, &KeysBench.libring(&1, lib))
+      loop = KeysBench.median_ns(keys, &KeysBench.loop/1)
+      ph = KeysBench.median_ns(keys, &KeysBench.phash2/1)
+      id = KeysBench.median_ns(keys, &KeysBench.term_id/1)
 
       KeysBench.row([
         name,
-        KeysBench.f(sk),
-        KeysBench.f(ri),
-        KeysBench.f(li),
-        KeysBench.f(sk / li) <> "×",
-        KeysBench.f(ri / li) <> "×"
+        KeysBench.f(loop),
+        KeysBench.f(ph),
+        KeysBench.f(id),
+        KeysBench.f(id / ph) <> "×"
       ])
     end
-  end
+  end)
+end
+
+if "owner" in only do
+  KeysBench.isolated(fn ->
+    for n <- [10, 10_000] do
+      ns = nodes.(n)
+      skeleton = HRW.build(ns)
+      ring = HRW.Ring.new(ns)
+      lib = KeysBench.libring_new(ns)
+      IO.puts("\n### HRW.owner/2 at #{n} nodes against a libring-style ring (ns per call)\n")
+
+      KeysBench.row([
+        "key",
+        "skeleton",
+        "ring",
+        "libring-style",
+        "skeleton / libring",
+        "ring / libring"
+      ])
+
+      KeysBench.row(["---", "--:", "--:", "--:", "--:", "--:"])
+
+      for {name, gen} <- Enum.take(KeysBench.key_types(), 4) do
+        keys = KeysBench.keys(gen)
+        sk = KeysBench.median_ns(keys, &KeysBench.owner(&1, skeleton))
+        ri = KeysBench.median_ns(keys, &KeysBench.owner(&1, ring))
+        li = KeysBench.median_ns(keys, &KeysBench.libring(&1, lib))
+
+        KeysBench.row([
+          name,
+          KeysBench.f(sk),
+          KeysBench.f(ri),
+          KeysBench.f(li),
+          KeysBench.f(sk / li) <> "×",
+          KeysBench.f(ri / li) <> "×"
+        ])
+      end
+    end
+  end)
 end
 
 if "build" in only do
-  ns = nodes.(10_000)
-  sk = KeysBench.median_us(fn -> HRW.build(ns) end, 11)
-  ri = KeysBench.median_us(fn -> HRW.Ring.new(ns) end, 11)
-  ph = KeysBench.median_us(fn -> Enum.map(ns, &:erlang.phash2/1) end, 11)
-  pm = KeysBench.median_us(fn -> Map.new(ns, &{&1, :erlang.phash2(&1)}) end, 11)
-  IO.puts("\n### Build from 10k nodes (µs, median of 11)\n")
+  KeysBench.isolated(fn ->
+    ns = nodes.(10_000)
+    sk = KeysBench.median_us(fn -> HRW.build(ns) end, 11)
+    ri = KeysBench.median_us(fn -> HRW.Ring.new(ns) end, 11)
+    ph = KeysBench.median_us(fn -> Enum.map(ns, &:erlang.phash2/1) end, 11)
+    pm = KeysBench.median_us(fn -> Map.new(ns, &{&1, :erlang.phash2(&1)}) end, 11)
+    IO.puts("\n### Build from 10k nodes (µs, median of 11)\n")
 
-  KeysBench.row([
-    "HRW.build",
-    "HRW.Ring.new",
-    "Enum.map phash2",
-    "Map.new phash2",
-    "build / Enum.map",
-    "build / Map.new"
-  ])
+    KeysBench.row([
+      "HRW.build",
+      "HRW.Ring.new",
+      "Enum.map phash2",
+      "Map.new phash2",
+      "build / Enum.map",
+      "build / Map.new"
+    ])
 
-  KeysBench.row(["--:", "--:", "--:", "--:", "--:", "--:"])
-  KeysBench.row([sk, ri, ph, pm, KeysBench.f(sk / ph) <> "×", KeysBench.f(sk / pm) <> "×"])
+    KeysBench.row(["--:", "--:", "--:", "--:", "--:", "--:"])
+    KeysBench.row([sk, ri, ph, pm, KeysBench.f(sk / ph) <> "×", KeysBench.f(sk / pm) <> "×"])
+  end)
 end
 
 if "batch" in only do
-  skeleton = HRW.build(nodes.(10_000))
-  one = HRW.build(["only"])
-  keys = Enum.map(1..1_000_000, &"key-#{&1}")
-  per_key = fn f -> KeysBench.f(KeysBench.median_us(f, 5) * 1000 / 1_000_000) end
-  batch = per_key.(fn -> HRW.owner_batch(keys, skeleton) end)
-  batch_one = per_key.(fn -> HRW.owner_batch(keys, one) end)
-  map = per_key.(fn -> Enum.map(keys, &:erlang.phash2/1) end)
-  IO.puts("\n### owner_batch, 1M binary keys (ns per key, #{HRW.Batch.threads()} thread(s))\n")
+  KeysBench.isolated(fn ->
+    skeleton = HRW.build(nodes.(10_000))
+    one = HRW.build(["only"])
+    keys = Enum.map(1..1_000_000, &"key-#{&1}")
+    per_key = fn f -> KeysBench.f(KeysBench.median_us(f, 5) * 1000 / 1_000_000) end
+    batch = per_key.(fn -> HRW.owner_batch(keys, skeleton) end)
+    batch_one = per_key.(fn -> HRW.owner_batch(keys, one) end)
+    map = per_key.(fn -> Enum.map(keys, &:erlang.phash2/1) end)
+    IO.puts("\n### owner_batch, 1M binary keys (ns per key, #{HRW.Batch.threads()} thread(s))\n")
 
-  KeysBench.row([
-    "10k-node skeleton",
-    "1-node skeleton (no descent)",
-    "Enum.map phash2 (a 1M list)"
-  ])
+    KeysBench.row([
+      "10k-node skeleton",
+      "1-node skeleton (no descent)",
+      "Enum.map phash2 (a 1M list)"
+    ])
 
-  KeysBench.row(["--:", "--:", "--:"])
-  KeysBench.row([batch, batch_one, map])
+    KeysBench.row(["--:", "--:", "--:"])
+    KeysBench.row([batch, batch_one, map])
+  end)
 end
 
 if "bounded" in only do
-  keys = Enum.map(1..100_000, &"key-#{&1}")
-  ns = nodes.(100)
-  native = KeysBench.median_us(fn -> HRW.Bounded.assignments(keys, ns) end, 5)
-  old = KeysBench.median_us(fn -> KeysBench.old_bounded(keys, ns, 0.25) end, 3)
-  pairs = Enum.zip(keys, Stream.cycle(ns))
-  map = KeysBench.median_us(fn -> :maps.from_list(pairs) end, 5)
-  IO.puts("\n### HRW.Bounded.assignments/3, 100k keys x 100 nodes (ms)\n")
-  KeysBench.row(["native", "hrw 0.2.1 greedy", "speed-up", "the result map alone"])
-  KeysBench.row(["--:", "--:", "--:", "--:"])
+  KeysBench.isolated(fn ->
+    keys = Enum.map(1..100_000, &"key-#{&1}")
+    ns = nodes.(100)
+    native = KeysBench.median_us(fn -> HRW.Bounded.assignments(keys, ns) end, 5)
+    old = KeysBench.median_us(fn -> KeysBench.old_bounded(keys, ns, 0.25) end, 3)
+    pairs = Enum.zip(keys, Stream.cycle(ns))
+    map = KeysBench.median_us(fn -> :maps.from_list(pairs) end, 5)
+    IO.puts("\n### HRW.Bounded.assignments/3, 100k keys x 100 nodes (ms)\n")
+    KeysBench.row(["native", "hrw 0.2.1 greedy", "speed-up", "the result map alone"])
+    KeysBench.row(["--:", "--:", "--:", "--:"])
 
-  KeysBench.row([
-    KeysBench.f(native / 1000),
-    KeysBench.f(old / 1000),
-    KeysBench.f(old / native) <> "×",
-    KeysBench.f(map / 1000)
-  ])
+    KeysBench.row([
+      KeysBench.f(native / 1000),
+      KeysBench.f(old / 1000),
+      KeysBench.f(old / native) <> "×",
+      KeysBench.f(map / 1000)
+    ])
+  end)
 end
