@@ -5,7 +5,8 @@
 # Every figure is a median over 7 batches of one run, with varying keys (20,000
 # distinct keys per type, each batch walks all of them): ns per call, including the
 # loop (a direct recursive call per key, measured alone as "loop"). Ratios are
-# within the run. Each section runs in a fresh process. Sections (BENCH_ONLY=term,owner,build,batch,bounded to choose):
+# within the run. Each section runs in a fresh process. Sections (choose with
+# BENCH_ONLY=term,owner,build,batch,bounded):
 #
 #   * term:    HRW.term_id/1 against :erlang.phash2/1 per key type;
 #   * owner:   HRW.owner/2 on a skeleton and on a ring, against a libring-style ring
