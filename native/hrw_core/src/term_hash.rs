@@ -74,14 +74,6 @@ fn word(negative: bool, magnitude: u64) -> u64 {
     xxh3_64_with_seed(&buf[..2 + len], TERM_SEED)
 }
 
-/// The id of a complete tagged encoding (its type tag, then its bytes): XXH3-64
-/// with [`TERM_SEED`], as every non-binary id. For callers that assemble an
-/// encoding themselves, e.g. a flat tuple's tag and element ids on the stack.
-#[inline]
-pub fn tagged_encoding(encoding: &[u8]) -> u64 {
-    xxh3_64_with_seed(encoding, TERM_SEED)
-}
-
 /// Widest container [`tagged_ids`] hashes (16 ids: a tuple of 16, a map of 8).
 pub const MAX_TAGGED_IDS: usize = 16;
 
