@@ -9,11 +9,15 @@
 #     "(empty function)" job.
 #   * varying keys: each call looks up the next 100 keys of a cycle of 10,000
 #     distinct keys; medians are divided by 100 (time per key). The loop's cost is
-#     the "(key loop only)" job.
+#     the "(key loop only)" job. Run once per key type (BENCH_KEY_TYPES, default
+#     binary,integer,tuple: "key-<i>", i * 104729, {:user, i}), since hashing a key
+#     costs differently by type for every library.
 #
 # Compared: hrw's owner on a list, HRW.Ring and the skeleton (HRW.build); libring
 # HashRing.key_to_node; ExHashRing.Ring.find_node (a ring process, ETS lookups);
-# hrw 0.2.1's owner on a list and on its skeleton, when loaded as OldHRW.
+# hrw 0.2.1's owner on a list and on its skeleton, when loaded as OldHRW; and
+# "libring-style ring", libring's algorithm written in HRWBench (128 points per
+# node, phash2, a :gb_trees successor), which needs no package.
 
 old = HRWBench.old_hrw()
 
@@ -26,16 +30,24 @@ setup = fn n ->
     ring: HRW.Ring.new(nodes),
     skeleton: HRW.build(nodes),
     libring: HashRing.add_nodes(HashRing.new(), nodes),
+    libring_style: HRWBench.libring_style(nodes),
     ex_hash_ring: ex_hash_ring,
     old_skeleton: old && old.build(nodes, [])
   }
 end
 
-IO.puts("building the rings for #{inspect(HRWBench.sizes())} nodes...")
+IO.puts("building the rings for #{inspect(HRWBench.sizes(), charlists: :as_lists)} nodes...")
 inputs = for n <- HRWBench.sizes(), do: {"#{n} nodes", setup.(n)}
 
 ours = ["hrw owner(list)", "hrw Ring", "hrw skeleton"]
-theirs = ["libring", "ExHashRing", "hrw 0.2.1 owner(list)", "hrw 0.2.1 skeleton"]
+
+theirs = [
+  "libring",
+  "libring-style ring",
+  "ExHashRing",
+  "hrw 0.2.1 owner(list)",
+  "hrw 0.2.1 skeleton"
+]
 
 constant = %{
   "(empty function)" => fn _ -> :ok end,
@@ -46,22 +58,30 @@ constant = %{
   "ExHashRing" => fn %{ex_hash_ring: ring} -> ExHashRing.Ring.find_node(ring, "test") end
 }
 
-{next, per_call} = HRWBench.key_cycle(10_000, 100)
+per_call = 100
 
-varying = %{
-  "(key loop only)" => fn _ -> HRWBench.each(next.(), fn key -> key end) end,
-  "hrw owner(list)" => fn %{nodes: nodes} ->
-    HRWBench.each(next.(), &HRW.owner(&1, nodes))
-  end,
-  "hrw Ring" => fn %{ring: ring} -> HRWBench.each(next.(), &HRW.owner(&1, ring)) end,
-  "hrw skeleton" => fn %{skeleton: skeleton} ->
-    HRWBench.each(next.(), &HRW.owner(&1, skeleton))
-  end,
-  "libring" => fn %{libring: ring} -> HRWBench.each(next.(), &HashRing.key_to_node(ring, &1)) end,
-  "ExHashRing" => fn %{ex_hash_ring: ring} ->
-    HRWBench.each(next.(), &ExHashRing.Ring.find_node(ring, &1))
-  end
-}
+# The varying-key jobs, each looking up the next `per_call` keys that `next.()` gives.
+varying_jobs = fn next ->
+  %{
+    "(key loop only)" => fn _ -> HRWBench.each(next.(), fn key -> key end) end,
+    "hrw owner(list)" => fn %{nodes: nodes} ->
+      HRWBench.each(next.(), &HRW.owner(&1, nodes))
+    end,
+    "hrw Ring" => fn %{ring: ring} -> HRWBench.each(next.(), &HRW.owner(&1, ring)) end,
+    "hrw skeleton" => fn %{skeleton: skeleton} ->
+      HRWBench.each(next.(), &HRW.owner(&1, skeleton))
+    end,
+    "libring" => fn %{libring: ring} ->
+      HRWBench.each(next.(), &HashRing.key_to_node(ring, &1))
+    end,
+    "libring-style ring" => fn %{libring_style: tree} ->
+      HRWBench.each(next.(), &HRWBench.libring_style_owner(tree, &1))
+    end,
+    "ExHashRing" => fn %{ex_hash_ring: ring} ->
+      HRWBench.each(next.(), &ExHashRing.Ring.find_node(ring, &1))
+    end
+  }
+end
 
 # hrw 0.2.1, when loaded: called through a variable, as it may be absent.
 old_constant = %{
@@ -69,17 +89,18 @@ old_constant = %{
   "hrw 0.2.1 skeleton" => fn %{old_skeleton: skeleton} -> old.owner("test", skeleton, []) end
 }
 
-old_varying = %{
-  "hrw 0.2.1 owner(list)" => fn %{nodes: nodes} ->
-    HRWBench.each(next.(), &old.owner(&1, nodes, []))
-  end,
-  "hrw 0.2.1 skeleton" => fn %{old_skeleton: skeleton} ->
-    HRWBench.each(next.(), &old.owner(&1, skeleton, []))
-  end
-}
+old_varying = fn next ->
+  %{
+    "hrw 0.2.1 owner(list)" => fn %{nodes: nodes} ->
+      HRWBench.each(next.(), &old.owner(&1, nodes, []))
+    end,
+    "hrw 0.2.1 skeleton" => fn %{old_skeleton: skeleton} ->
+      HRWBench.each(next.(), &old.owner(&1, skeleton, []))
+    end
+  }
+end
 
 constant = if old, do: Map.merge(constant, old_constant), else: constant
-varying = if old, do: Map.merge(varying, old_varying), else: varying
 
 modes = System.get_env("BENCH_MODES", "constant,varying") |> String.split(",", trim: true)
 
@@ -90,7 +111,13 @@ if "constant" in modes do
 end
 
 if "varying" in modes do
-  varying
-  |> Benchee.run(HRWBench.options(inputs: inputs, title: "lookup, varying keys"))
-  |> HRWBench.summary("lookup, 10k varying keys", ours, theirs, per_call)
+  for type <- HRWBench.key_types() do
+    {next, ^per_call} = HRWBench.key_cycle(10_000, per_call, type)
+    jobs = varying_jobs.(next)
+    jobs = if old, do: Map.merge(jobs, old_varying.(next)), else: jobs
+
+    jobs
+    |> Benchee.run(HRWBench.options(inputs: inputs, title: "lookup, varying #{type} keys"))
+    |> HRWBench.summary("lookup, 10k varying #{type} keys", ours, theirs, per_call)
+  end
 end

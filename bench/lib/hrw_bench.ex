@@ -19,6 +19,48 @@ defmodule HRWBench do
   def keys(n), do: Enum.map(1..n, &"key-#{&1}")
 
   @doc """
+  Key types of `lookup.exs`: BENCH_KEY_TYPES=binary,integer,tuple (the default: all
+  three). `binary` is "key-<i>", `integer` is i × 104,729, `tuple` is {:user, i}.
+  """
+  def key_types do
+    case System.get_env("BENCH_KEY_TYPES") do
+      value when value in [nil, ""] -> ["binary", "integer", "tuple"]
+      value -> value |> String.split(",", trim: true) |> Enum.map(&String.trim/1)
+    end
+  end
+
+  @doc "`n` distinct keys of the key type `type` (see `key_types/0`)."
+  def keys(n, "binary"), do: keys(n)
+  def keys(n, "integer"), do: Enum.map(1..n, &(&1 * 104_729))
+  def keys(n, "tuple"), do: Enum.map(1..n, &{:user, &1})
+
+  def keys(_n, type),
+    do: raise(ArgumentError, "unknown key type #{inspect(type)}: binary, integer or tuple")
+
+  @doc """
+  libring's algorithm written here (not libring's code), as a yardstick that needs
+  no package: 128 points per node on a 2^32 circle, each `phash2({node, i}, 2^32)`,
+  in a `:gb_trees`; a key's owner is the node of the first point at or after
+  `phash2(key, 2^32)`, wrapping to the smallest.
+  """
+  def libring_style(nodes) do
+    nodes
+    |> Enum.flat_map(fn node ->
+      for i <- 0..127, do: {:erlang.phash2({node, i}, 4_294_967_296), node}
+    end)
+    |> Enum.sort()
+    |> Enum.dedup_by(&elem(&1, 0))
+    |> :gb_trees.from_orddict()
+  end
+
+  def libring_style_owner(tree, key) do
+    case :gb_trees.next(:gb_trees.iterator_from(:erlang.phash2(key, 4_294_967_296), tree)) do
+      {_point, node, _iter} -> node
+      :none -> elem(:gb_trees.smallest(tree), 1)
+    end
+  end
+
+  @doc """
   hrw 0.2.1 under a renamed module (it is the app :hrw with the module HRW, like
   this library), or nil with a note. OLD_HRW_MODULE names it; default OldHRW.
   """
@@ -39,12 +81,13 @@ defmodule HRWBench do
 
   @doc """
   Varying keys: returns `{next, per_call}` where each `next.()` gives the next
-  `per_call` keys of a cycle of `count` distinct keys ("key-1".."key-<count>").
+  `per_call` keys of a cycle of `count` distinct keys of the key type `type`
+  (`keys/2`: "key-1".."key-<count>" for binaries).
   A job looks up one such chunk; its median divided by `per_call` is the time
   per key, without the timer's cost for every single lookup.
   """
-  def key_cycle(count \\ 10_000, per_call \\ 100) do
-    chunks = count |> keys() |> Enum.chunk_every(per_call) |> List.to_tuple()
+  def key_cycle(count \\ 10_000, per_call \\ 100, type \\ "binary") do
+    chunks = count |> keys(type) |> Enum.chunk_every(per_call) |> List.to_tuple()
     size = tuple_size(chunks)
     counter = :atomics.new(1, [])
     {fn -> elem(chunks, rem(:atomics.add_get(counter, 1, 1), size)) end, per_call}

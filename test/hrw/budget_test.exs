@@ -122,6 +122,18 @@ defmodule HRW.BudgetTest do
       {:user, 42},
       {:tenant, :eu, 42},
       %{id: 1, kind: :doc},
+      # The flat fast paths handing over to the general walk at every position.
+      {1, [2], 3},
+      {:a, {:b, 1}},
+      {"x", 2.5, :c, 2 ** 70, <<1::3>>},
+      {:a, 1, 2, 3, 4, 5, 6, 7},
+      {1, 2, 3, 4, 5, 6, 7, 8, 9},
+      %{a: [1], b: 2},
+      %{[1] => :x},
+      %{a: 1, b: 2.0, c: {1, 2}},
+      %{1.0 => 2, 3 => "z", 4 => %{5 => [6]}},
+      String.to_atom("budget_atom_#{System.unique_integer([:positive])}"),
+      {String.to_atom("budget_atom_#{System.unique_integer([:positive])}"), 1},
       Map.new(1..40, &{&1, &1}),
       big_map,
       Map.new(1..100_000, &{&1, &1}),
@@ -209,6 +221,21 @@ defmodule HRW.BudgetTest do
             do: probe(:skeleton_owners, [skeleton.resource, key, count])
       end
     end
+  end
+
+  test "a build too large for the budget goes dirty before decoding its list" do
+    # Decided from the list's length (a capped walk of its cells), so the list is
+    # decoded once, on the dirty scheduler, not also on the normal one first.
+    for n <- [10_000, 100_000], {name, args} <- [skeleton_new: [false, 16], ring_new: [false]] do
+      {outcome, _charged, counted} = Native.probe(name, [names(n) | args])
+      assert outcome == :needs_dirty
+      # The walk of at most ~3,200 cells; decoding even 1,000 nodes counts more.
+      assert counted < 20_000, "#{name} of #{n} nodes counted #{counted} units before giving up"
+    end
+
+    # Lists that fit are still built on the normal scheduler.
+    assert probe(:skeleton_new, [names(1_000), false, 16]) == :ok
+    assert probe(:ring_new, [names(1_000), false]) == :ok
   end
 
   test "the found stalls now go to a dirty scheduler" do

@@ -310,6 +310,49 @@ defmodule HRW.TermIdTest do
     refute HRW.term_id(make_ref()) == HRW.term_id(ref)
   end
 
+  # Terms that take the fast paths (small integers, atoms, binaries, flat tuples
+  # and maps hashed on the stack) and terms that leave them part way, against ids
+  # computed by docs/reference.py.
+  @fast_path_vectors [
+    {{1, [2], 3}, 0x80ACBB89F0E021C2},
+    {{:a, {:b, 1}}, 0x3D95C20108132A67},
+    {{"x", 2.5, :c}, 0x672031B5AEF8739C},
+    {{:a, 1, 2, 3, 4, 5, 6, 7}, 0x4166D0BDC9A3F791},
+    {{1, 2, 3, 4, 5, 6, 7, 8, 9}, 0xC5A63CEF445A4705},
+    {{:a, 4_611_686_018_427_387_904}, 0x4A6AD85C88BA1140},
+    {{-5, 1_180_591_620_717_411_303_424}, 0xC7F59EAAEA016491},
+    {%{a: [1], b: 2}, 0x5CD228FD77A229BD},
+    {%{[1] => :x}, 0x7DC7B9AF04043A88},
+    {%{a: 1, b: 2.0}, 0x75745D135A880069},
+    {%{1.0 => 2, 3 => "z"}, 0xE460207C48CB8A98},
+    {%{id: 7, kind: :doc}, 0x42DBDE1FCECE114E},
+    {{:tenant, :eu, 42}, 0x8718D95B7F36BF78},
+    {{:é, 1}, 0x9A161677CE91D7EB}
+  ]
+
+  test "fast paths and the general walk give the reference ids" do
+    for {term, id} <- @fast_path_vectors do
+      assert HRW.term_id(term) == id, "id of #{inspect(term)}"
+      assert HRW.Native.term_id_dirty(term) == id, "dirty id of #{inspect(term)}"
+      # Nested one level down, the same term goes through the general walk.
+      assert HRW.term_id([term]) == HRW.term_id([term | []])
+    end
+  end
+
+  test "atoms created at run time keep their ids, cached or not" do
+    # More atoms than the per-VM cache holds: some are cached, some are not.
+    names = for i <- 1..20_000, do: "run_time_atom_#{System.unique_integer([:positive])}_#{i}"
+    atoms = Enum.map(names, &String.to_atom/1)
+    first = Enum.map(atoms, &HRW.term_id/1)
+    assert Enum.map(atoms, &HRW.term_id/1) == first
+    assert Enum.map(atoms, &HRW.Native.term_id_dirty/1) == first
+    # In a tuple (the flat path) and in a list (the general walk) alike.
+    assert Enum.map(atoms, &HRW.term_id({&1, 1})) ==
+             Enum.map(atoms, &HRW.term_id({&1, [1]} |> put_elem(1, 1)))
+
+    assert length(Enum.uniq(first)) == length(first)
+  end
+
   test "huge keys are hashed on a dirty scheduler" do
     big = :binary.copy("x", 20_000_000)
     assert HRW.term_id(big) == HRW.term_id(:binary.copy("x", 20_000_000))

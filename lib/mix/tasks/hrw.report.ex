@@ -15,7 +15,11 @@ defmodule Mix.Tasks.Hrw.Report do
     * keys moved when one node joins and when one leaves, against the ideal 1/(N+1);
     * median lookup times of `HRW.owner/2` on a list, a ring and a skeleton, next to
       hrw 0.2.1's pure-Elixir algorithm (sort, dedup, `:erlang.phash2` max), all
-      in the same run with varying keys.
+      in the same run with varying keys;
+    * the same by key type (binary, integer, tuple) at 10 and 10,000 nodes:
+      `HRW.term_id/1` next to `:erlang.phash2/1`, and `HRW.owner/2` on a ring and a
+      skeleton next to a libring-style ring (libring's algorithm written in the
+      report: 128 points per node, `phash2`, a `:gb_trees` successor).
 
   It writes `report.svg` (load histogram and movement against node count) into
   `--out` and prints its path. Timings are medians of repeated batches; compare
@@ -24,6 +28,8 @@ defmodule Mix.Tasks.Hrw.Report do
   use Mix.Task
 
   alias HRW.ReportSVG
+
+  @circle 4_294_967_296
 
   @switches [keys: :integer, large: :boolean, out: :string, help: :boolean]
 
@@ -47,6 +53,7 @@ defmodule Mix.Tasks.Hrw.Report do
     loads = load_section(keys, sizes)
     movement = movement_section(keys, sizes)
     speed_section(sizes)
+    key_type_section()
 
     File.mkdir_p!(out)
     path = Path.join(out, "report.svg")
@@ -120,6 +127,56 @@ defmodule Mix.Tasks.Hrw.Report do
     end
   end
 
+  defp key_types do
+    [{"binary", &"k#{&1}"}, {"integer", &(&1 * 104_729)}, {"tuple", &{:user, &1}}]
+  end
+
+  defp key_type_section do
+    section("Lookup time by key type, median ns per call (varying keys)")
+
+    line(
+      row(["nodes", "key", "phash2", "term_id", "ring", "skeleton", "libring-st", "sk/librng"])
+    )
+
+    for n <- [10, 10_000] do
+      progress("  timing key types at #{n} nodes")
+      nodes = node_names(n)
+      ring = HRW.Ring.new(nodes)
+      skeleton = HRW.build(nodes)
+      libring = libring_style(nodes)
+
+      for {type, key} <- key_types() do
+        phash2 = median_ns(&:erlang.phash2/1, 1, key)
+        term_id = median_ns(&HRW.term_id/1, 1, key)
+        ring_ns = median_ns(&HRW.owner(&1, ring), 1, key)
+        skeleton_ns = median_ns(&HRW.owner(&1, skeleton), 1, key)
+        libring_ns = median_ns(&libring_style_owner(libring, &1), 1, key)
+        cells = [n, type, fmt(phash2), fmt(term_id), fmt(ring_ns), fmt(skeleton_ns)]
+        line(row(cells ++ [fmt(libring_ns), fmt(skeleton_ns / libring_ns) <> "x"]))
+      end
+    end
+  end
+
+  # libring's algorithm, written here as a yardstick (not libring's code): 128
+  # points per node on a 2^32 circle, `phash2({node, i}, 2^32)` each; a key's owner
+  # is the node of the first point at or after `phash2(key, 2^32)`, wrapping around.
+  defp libring_style(nodes) do
+    nodes
+    |> Enum.flat_map(fn node ->
+      for i <- 0..127, do: {:erlang.phash2({node, i}, @circle), node}
+    end)
+    |> Enum.sort()
+    |> Enum.dedup_by(&elem(&1, 0))
+    |> :gb_trees.from_orddict()
+  end
+
+  defp libring_style_owner(tree, key) do
+    case :gb_trees.next(:gb_trees.iterator_from(:erlang.phash2(key, @circle), tree)) do
+      {_point, node, _iter} -> node
+      :none -> elem(:gb_trees.smallest(tree), 1)
+    end
+  end
+
   defp structures(nodes), do: [{"list", nodes}, {"skeleton", HRW.build(nodes)}]
 
   defp builders, do: [{"list", & &1}, {"skeleton", &HRW.build/1}]
@@ -135,10 +192,10 @@ defmodule Mix.Tasks.Hrw.Report do
   end
 
   # Median over 7 batches of the per-call time, each batch ~10-20 ms of work for a
-  # call costing about `weight` units.
-  defp median_ns(fun, weight) do
+  # call costing about `weight` units, on the keys `key.(1)`, `key.(2)`, ...
+  defp median_ns(fun, weight, key \\ &"k#{&1}") do
     per_batch = max(20, min(20_000, div(2_000_000, weight * 10)))
-    keys = Enum.map(1..per_batch, &"k#{&1}")
+    keys = Enum.map(1..per_batch, key)
     Enum.each(keys, fun)
 
     for _ <- 1..7 do

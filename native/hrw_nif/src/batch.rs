@@ -10,7 +10,7 @@ use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
 use crate::ring::{self, RingResource};
 use crate::skeleton::{self, SkeletonResource};
-use crate::term_id::term_id;
+use crate::term_id::term_id_raw;
 use crate::tuple_view::TupleView;
 use hrw_core::ring::Ring;
 use hrw_core::work;
@@ -155,17 +155,18 @@ fn walk_keys<'a>(
     };
     let mut terms = Vec::with_capacity(if keep_terms { expected } else { 0 });
     let mut ids = Vec::with_capacity(expected);
-    let mut rest = keys;
-    while let Ok((key, tail)) = rest.list_get_cell() {
+    let env = keys.get_env();
+    let proper = crate::list::for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
         work::count(3 * work::ELEMENT);
-        ids.push(term_id(key, budget)?);
+        ids.push(term_id_raw(env, key, budget)?);
         if keep_terms {
-            terms.push(key);
+            // SAFETY: a cell of the key list, valid in `env` for this call.
+            terms.push(unsafe { Term::new(env, key) });
         }
-        rest = tail;
-    }
-    if !rest.is_empty_list() {
+        Ok(())
+    })?;
+    if !proper {
         return bad_arg("keys must be a proper list");
     }
     Ok((terms, ids))
@@ -186,25 +187,30 @@ fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
 /// Phase 2: every key's owner index in each lookup (its cost was charged per key).
 fn owner_indices(ids: &[u64], lookups: &[&Lookup<'_>], threads: usize) -> Vec<Vec<u32>> {
     work::count(work::ELEMENT * (ids.len() * lookups.len()) as u64);
-    let one = |lookup: &Lookup<'_>, key: &u64| lookup.owner(*key) as u32;
+    // A skeleton looks many keys up at once (its descents overlap their cache
+    // misses); the others one key at a time.
+    let chunk = |lookup: &Lookup<'_>, keys: &[u64], out: &mut [u32]| match lookup {
+        Lookup::Skeleton(s) => s.0.owners_of(keys, out),
+        other => {
+            for (o, k) in out.iter_mut().zip(keys) {
+                *o = other.owner(*k) as u32;
+            }
+        }
+    };
     let parallel = threads > 1 && ids.len() >= PARALLEL_MIN_KEYS;
-    match pool(threads).filter(|_| parallel) {
-        Some(pool) => pool.install(|| {
-            lookups
-                .iter()
-                .map(|lookup| {
-                    ids.par_iter()
-                        .with_min_len(PARALLEL_CHUNK)
-                        .map(|k| one(lookup, k))
-                        .collect()
-                })
-                .collect()
-        }),
-        None => lookups
-            .iter()
-            .map(|lookup| ids.iter().map(|k| one(lookup, k)).collect())
-            .collect(),
-    }
+    let all = |lookup: &&Lookup<'_>| {
+        let mut out = vec![0u32; ids.len()];
+        match pool(threads).filter(|_| parallel) {
+            Some(pool) => pool.install(|| {
+                out.par_chunks_mut(PARALLEL_CHUNK)
+                    .zip(ids.par_chunks(PARALLEL_CHUNK))
+                    .for_each(|(out, keys)| chunk(lookup, keys, out))
+            }),
+            None => chunk(lookup, ids, &mut out),
+        }
+        out
+    };
+    lookups.iter().map(all).collect()
 }
 
 /// The shared front of every batch: decode, charge, look up.

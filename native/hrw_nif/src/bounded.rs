@@ -2,7 +2,7 @@
 
 use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
-use crate::term_id::term_id;
+use crate::term_id::term_id_raw;
 use hrw_core::bounded::{assign, assign_cost};
 use hrw_core::work;
 use rustler::{Env, Term};
@@ -22,28 +22,41 @@ fn assignments<'a>(
 ) -> Outcome<Term<'a>> {
     let set = nodeset::decode(nodes, false, &mut budget)?;
     let per_key = cost_per_key(set.nodes.len());
-    let mut entries: Vec<(u64, Term<'a>)> = Vec::new();
-    let mut rest = keys;
-    while let Ok((key, tail)) = rest.list_get_cell() {
+    // Sized once on a dirty scheduler (growing a large vector copies it).
+    let expected = if budget.is_limited() {
+        0
+    } else {
+        keys.list_length().unwrap_or(0)
+    };
+    let mut entries: Vec<(u64, Term<'a>)> = Vec::with_capacity(expected);
+    let proper = crate::list::for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
         work::count(2 * work::ELEMENT);
-        entries.push((term_id(key, &mut budget)?, key));
-        rest = tail;
-    }
-    if !rest.is_empty_list() {
+        let id = term_id_raw(env, key, &mut budget)?;
+        // SAFETY: a cell of the key list, valid in `env` for this call.
+        entries.push((id, unsafe { Term::new(env, key) }));
+        Ok(())
+    })?;
+    if !proper {
         return bad_arg("keys must be a proper list");
     }
     // The sorts: ours, the assignment's own and the result map's.
     let k = entries.len();
     budget.charge(
-        3 * work::sort(k) + assign_cost(k, 0) + 2 * work::ELEMENT * set.nodes.len() as u64,
+        3 * work::sort(k)
+            + assign_cost(k, 0)
+            + 2 * work::ELEMENT * set.nodes.len() as u64
+            + 2 * work::ELEMENT * k as u64,
     )?;
     // Equal ids are equal keys (`0.0` and `-0.0`): keep the first occurrence in
     // the input (a stable sort keeps input order within equal ids).
-    work::count(work::sort(k));
-    entries.sort_by_key(|e| e.0);
-    entries.dedup_by_key(|e| e.0);
-    let ids: Vec<u64> = entries.iter().map(|e| e.0).collect();
+    work::count(work::sort(k) + 2 * work::ELEMENT * k as u64);
+    // By (id, position): the order of a stable sort by id, without its buffer.
+    let mut order: Vec<(u64, usize)> = entries.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
+    order.sort_unstable();
+    order.dedup_by_key(|e| e.0);
+    let ids: Vec<u64> = order.iter().map(|e| e.0).collect();
+    let entries: Vec<(u64, Term<'a>)> = order.iter().map(|&(_, i)| entries[i]).collect();
     let node_ids: Vec<u64> = set.nodes.iter().map(|n| n.0).collect();
     let a = assign(&ids, &node_ids, epsilon);
     work::count(2 * work::ELEMENT * ids.len() as u64 + work::sort(ids.len()));

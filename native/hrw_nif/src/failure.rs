@@ -123,6 +123,12 @@ impl Budget {
         self.limited
     }
 
+    /// Units left (`u64::MAX` on a dirty scheduler): for deciding, before any
+    /// work, that a call cannot fit (nothing is charged).
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
     /// Spend `cost` units, failing with `NeedsDirty` when a normal call runs out.
     #[inline]
     pub fn charge(&mut self, cost: u64) -> Outcome<()> {
@@ -154,6 +160,60 @@ pub fn probe_report<'a, T>(env: Env<'a>, outcome: Outcome<T>) -> Term<'a> {
     (how, charged, counted).encode(env)
 }
 
+/// Declares the normal-scheduler NIF `$name`, calling `$f(args..., Budget::normal())`
+/// with its arguments decoded in order (each to the type `$f` takes), like
+/// `#[rustler::nif]` but without its per-call `Vec` of argument terms: a NIF call
+/// here costs ~12 ns instead of ~25 (measured: an empty NIF each way). Errors and
+/// panics are turned into exceptions by rustler's own runtime, as for its NIFs.
+macro_rules! raw_nif {
+    ($name:ident, env => $f:ident($($arg:ident),*)) => {
+        $crate::failure::raw_nif!(@nif $name, env, [env,] $f($($arg),*));
+    };
+    ($name:ident, $f:ident($($arg:ident),*)) => {
+        $crate::failure::raw_nif!(@nif $name, env, [] $f($($arg),*));
+    };
+    (@nif $name:ident, $env:ident, [$($pass:ident,)?] $f:ident($($arg:ident),*)) => {
+        rustler::codegen_runtime::inventory::submit!(rustler::Nif {
+            name: concat!(stringify!($name), "\0").as_ptr() as *const rustler::codegen_runtime::c_char,
+            arity: [$(stringify!($arg)),*].len() as rustler::codegen_runtime::c_uint,
+            flags: 0,
+            raw_func: {
+                /// Called by the VM with a valid env and `argc` (the registered
+                /// arity: the number of arguments read below) terms at `argv`,
+                /// valid for the call.
+                unsafe extern "C" fn $name(
+                    nif_env: *mut rustler::sys::ErlNifEnv,
+                    argc: rustler::codegen_runtime::c_int,
+                    argv: *const rustler::sys::ErlNifTerm,
+                ) -> rustler::sys::ErlNifTerm {
+                    let lifetime = ();
+                    // SAFETY: the VM's env of this call; `lifetime` stands for the call.
+                    let $env = unsafe { rustler::Env::new(&lifetime, nif_env) };
+                    // SAFETY: `argc` terms at `argv`, valid for the call.
+                    let args = unsafe { std::slice::from_raw_parts(argv, argc.max(0) as usize) };
+                    let result = std::panic::catch_unwind(move || {
+                        let mut _next = args.iter();
+                        $(
+                            let $arg = match _next.next() {
+                                // SAFETY: an argument term of this call, valid in the env.
+                                Some(&raw) => unsafe { rustler::Term::new($env, raw) }.decode()?,
+                                None => return Err(rustler::Error::BadArg),
+                            };
+                        )*
+                        let outcome = $f($($pass,)? $($arg,)* $crate::failure::Budget::normal());
+                        $crate::failure::report_timeslice($env);
+                        Ok::<_, rustler::Error>(outcome?)
+                    });
+                    // SAFETY: `result` belongs to this call's env.
+                    unsafe { rustler::codegen_runtime::handle_nif_result(result, $env).apply($env) }
+                }
+                $name
+            },
+        });
+    };
+}
+pub(crate) use raw_nif;
+
 /// Declares a NIF on a normal scheduler and its `_dirty` twin on a dirty CPU
 /// scheduler, both calling `f(args..., budget)` with the matching [`Budget`]; with
 /// the feature `work-probes` (test builds) also a `_probe` NIF that runs the
@@ -165,12 +225,7 @@ macro_rules! twin_nifs {
     // With the env first: written here, since rustler re-creates that parameter.
     ($normal:ident, $dirty:ident, $probe:ident => $f:ident(env $(, $arg:ident)*),
      <$lt:lifetime>($($params:tt)*) -> [$($ret:tt)+]) => {
-        #[rustler::nif]
-        fn $normal<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::NifResult<$($ret)+> {
-            let outcome = $f(env, $($arg,)* $crate::failure::Budget::normal());
-            $crate::failure::report_timeslice(env);
-            Ok(outcome?)
-        }
+        $crate::failure::raw_nif!($normal, env => $f($($arg),*));
 
         #[rustler::nif(schedule = "DirtyCpu")]
         fn $dirty<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::NifResult<$($ret)+> {
@@ -188,12 +243,7 @@ macro_rules! twin_nifs {
     // Without the env, with a lifetime.
     ($normal:ident, $dirty:ident, $probe:ident => $f:ident($($arg:ident),*),
      <$lt:lifetime>($($params:tt)*) -> [$($ret:tt)+]) => {
-        #[rustler::nif]
-        fn $normal<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::NifResult<$($ret)+> {
-            let outcome = $f($($arg,)* $crate::failure::Budget::normal());
-            $crate::failure::report_timeslice(env);
-            Ok(outcome?)
-        }
+        $crate::failure::raw_nif!($normal, $f($($arg),*));
 
         #[rustler::nif(schedule = "DirtyCpu")]
         fn $dirty<$lt>($($params)*) -> rustler::NifResult<$($ret)+> {
@@ -211,12 +261,7 @@ macro_rules! twin_nifs {
     // Without the env or a lifetime.
     ($normal:ident, $dirty:ident, $probe:ident => $f:ident($($arg:ident),*),
      ($($params:tt)*) -> [$($ret:tt)+]) => {
-        #[rustler::nif]
-        fn $normal<'call>(env: rustler::Env<'call>, $($params)*) -> rustler::NifResult<$($ret)+> {
-            let outcome = $f($($arg,)* $crate::failure::Budget::normal());
-            $crate::failure::report_timeslice(env);
-            Ok(outcome?)
-        }
+        $crate::failure::raw_nif!($normal, $f($($arg),*));
 
         #[rustler::nif(schedule = "DirtyCpu")]
         fn $dirty($($params)*) -> rustler::NifResult<$($ret)+> {

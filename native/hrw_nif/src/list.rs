@@ -2,26 +2,28 @@
 
 use crate::failure::{bad_arg, twin_nifs, Budget, Failure, Outcome};
 use crate::nodeset;
-use crate::term_id::term_id;
+use crate::term_id::{term_id, term_id_raw};
 use hrw_core::ring::Ring;
 use hrw_core::{n3, scan, work};
+use rustler::sys::{enif_get_list_cell, enif_is_empty_list, ErlNifTerm};
 use rustler::{Encoder, Env, Term};
 use smallvec::SmallVec;
+use std::mem::MaybeUninit;
 
 /// Budget units per node of the allocation-free owner scan beyond hashing it: the
 /// cell, two buffer pushes and the score.
 const OWNER_COST_PER_NODE: u64 = 3 * work::ELEMENT + work::SCORE;
 
-/// Calls `visit(node, budget)` for every element of the non-empty proper list
-/// `nodes`, in order, charging `per_node` before each (the caller's cost of a node
-/// beyond its term id, which `visit` charges). Walks the cells itself (rustler's
+/// Calls `visit(node, budget)` with the raw term of every element of the non-empty
+/// proper list `nodes`, in order, charging `per_node` before each (the caller's
+/// cost of a node beyond its term id, which `visit` charges). Walks the cells itself (rustler's
 /// iterator panics on improper lists) in one pass: an improper tail is reported
-/// after the walk.
-pub fn for_each_node<'a>(
-    nodes: Term<'a>,
+/// after the walk. Raw terms: see [`crate::term_id::term_id_raw`].
+pub fn for_each_raw_node(
+    nodes: Term,
     per_node: u64,
     budget: &mut Budget,
-    mut visit: impl FnMut(Term<'a>, &mut Budget) -> Outcome<()>,
+    mut visit: impl FnMut(ErlNifTerm, &mut Budget) -> Outcome<()>,
 ) -> Outcome<()> {
     if nodes.is_empty_list() {
         return bad_arg("nodes must be a non-empty list");
@@ -29,28 +31,54 @@ pub fn for_each_node<'a>(
     if !nodes.is_list() {
         return bad_arg("nodes must be a list");
     }
-    let mut rest = nodes;
-    while let Ok((node, tail)) = rest.list_get_cell() {
+    let proper = for_each_raw_cell(nodes, |head| {
         budget.charge(per_node)?;
         work::count(work::ELEMENT);
-        visit(node, budget)?;
-        rest = tail;
-    }
-    if rest.is_empty_list() {
+        visit(head, budget)
+    })?;
+    if proper {
         Ok(())
     } else {
         bad_arg("nodes must be a proper list, got an improper list")
     }
 }
 
+/// Calls `visit(head)` for every cell of `list` as a raw term of its env, in
+/// order, stopping at the first error; then whether the list was proper (its
+/// last tail `[]`). Walks the cells itself: rustler's iterator panics on improper
+/// lists, and its cells come back as `Term`s through memory.
+pub fn for_each_raw_cell(
+    list: Term,
+    mut visit: impl FnMut(ErlNifTerm) -> Outcome<()>,
+) -> Outcome<bool> {
+    let env = list.get_env().as_c_arg();
+    let mut rest = list.as_c_arg();
+    loop {
+        let mut head = MaybeUninit::uninit();
+        let mut tail = MaybeUninit::uninit();
+        // SAFETY: valid out-pointers; the call returns 0 unless `rest` is a cons cell,
+        // and then writes its head and tail, terms of this call's env.
+        if unsafe { enif_get_list_cell(env, rest, head.as_mut_ptr(), tail.as_mut_ptr()) } == 0 {
+            break;
+        }
+        // SAFETY: written by the successful call.
+        let (head, tail) = unsafe { (head.assume_init(), tail.assume_init()) };
+        visit(head)?;
+        rest = tail;
+    }
+    // SAFETY: a term of this call's env.
+    Ok(unsafe { enif_is_empty_list(env, rest) } != 0)
+}
+
 /// Calls `visit(node, id)` for every node, in list order.
 fn each_node<'a>(
     nodes: Term<'a>,
     budget: &mut Budget,
-    mut visit: impl FnMut(Term<'a>, u64),
+    mut visit: impl FnMut(ErlNifTerm, u64),
 ) -> Outcome<()> {
-    for_each_node(nodes, OWNER_COST_PER_NODE, budget, |node, budget| {
-        visit(node, term_id(node, budget)?);
+    let env = nodes.get_env();
+    for_each_raw_node(nodes, OWNER_COST_PER_NODE, budget, |node, budget| {
+        visit(node, term_id_raw(env, node, budget)?);
         Ok(())
     })
 }
@@ -62,7 +90,7 @@ fn owner<'a>(key: Term<'a>, nodes: Term<'a>, mut budget: Budget) -> Outcome<Term
     let tk = n3::prepared_key(term_id(key, &mut budget)?);
     // On the stack for the usual handful of nodes: no allocation per call.
     let mut prepared: SmallVec<[u64; 32]> = SmallVec::new();
-    let mut terms: SmallVec<[Term<'a>; 32]> = SmallVec::new();
+    let mut terms: SmallVec<[ErlNifTerm; 32]> = SmallVec::new();
     each_node(nodes, &mut budget, |node, id| {
         work::count(2 * work::ELEMENT);
         prepared.push(n3::linear(id));
@@ -70,7 +98,8 @@ fn owner<'a>(key: Term<'a>, nodes: Term<'a>, mut budget: Budget) -> Outcome<Term
     })?;
     // The first index of the highest score: a repeated node keeps its first occurrence.
     match scan::argmax(&prepared, tk) {
-        Some(i) => Ok(terms[i]),
+        // SAFETY: a cell of the node list, valid in this call's env.
+        Some(i) => Ok(unsafe { Term::new(nodes.get_env(), terms[i]) }),
         None => bad_arg("nodes must be a non-empty list"),
     }
 }

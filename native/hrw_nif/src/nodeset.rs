@@ -1,8 +1,8 @@
 //! Decoding a node list for a prepared structure: ids, weights, distinct terms.
 
-use crate::failure::{Budget, Outcome};
-use crate::list::for_each_node;
-use crate::term_id::term_id;
+use crate::failure::{Budget, Failure, Outcome};
+use crate::list::for_each_raw_node;
+use crate::term_id::{term_id, term_id_raw};
 use crate::weighted::decode_weighted;
 use hrw_core::nodes::{distinct, distinct_cost, fingerprint, fingerprint_cost};
 use hrw_core::work;
@@ -27,19 +27,63 @@ pub struct NodeSet<'a> {
 /// repeated ids) the second pass that picks each kept weight's term.
 const DECODE_COST_PER_NODE: u64 = 7 * work::ELEMENT + 2 * distinct_cost(1);
 
+/// Cells of a node list counted per charge by [`decode_for_build`]'s length walk.
+const LENGTH_CHUNK: usize = 64;
+
+/// [`decode`] for a build that then spends at least `build_per_node` units per
+/// node: on a normal scheduler the list's length is first counted, up to the most
+/// nodes the budget could pay for, and a longer list asks for the dirty scheduler
+/// before anything is decoded, so no list is decoded twice. (The count walks cells
+/// only, in chunks charged before they are walked.)
+pub fn decode_for_build<'a>(
+    nodes: Term<'a>,
+    weighted: bool,
+    build_per_node: u64,
+    budget: &mut Budget,
+) -> Outcome<NodeSet<'a>> {
+    if budget.is_limited() {
+        // The least a node can cost: its cell and share of the decoding, one term
+        // visit, and the build's share.
+        let least = DECODE_COST_PER_NODE + work::TERM + build_per_node;
+        let fits = (budget.remaining() / least) as usize;
+        let mut rest = nodes;
+        let mut cells = 0usize;
+        'walk: while cells <= fits {
+            budget.charge(LENGTH_CHUNK as u64 * work::ELEMENT)?;
+            work::count(LENGTH_CHUNK as u64 * work::ELEMENT);
+            for _ in 0..LENGTH_CHUNK {
+                match rest.list_get_cell() {
+                    Ok((_, tail)) => {
+                        cells += 1;
+                        rest = tail;
+                    }
+                    Err(_) => break 'walk,
+                }
+            }
+        }
+        if cells > fits {
+            return Err(Failure::NeedsDirty);
+        }
+    }
+    decode(nodes, weighted, budget)
+}
+
 pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outcome<NodeSet<'a>> {
     let mut terms = Vec::new();
     let mut weight_terms = Vec::new();
     let mut pairs = Vec::new();
-    for_each_node(nodes, DECODE_COST_PER_NODE, budget, |entry, budget| {
+    let env = nodes.get_env();
+    for_each_raw_node(nodes, DECODE_COST_PER_NODE, budget, |raw, budget| {
         work::count(4 * work::ELEMENT);
+        // SAFETY: a cell of the node list, valid in `env` for this call.
+        let entry = unsafe { Term::new(env, raw) };
         let node = if weighted {
             let (node, weight, term) = decode_weighted(entry)?;
             pairs.push((term_id(node, budget)?, weight));
             weight_terms.push(term);
             node
         } else {
-            pairs.push((term_id(entry, budget)?, 1.0));
+            pairs.push((term_id_raw(env, raw, budget)?, 1.0));
             entry
         };
         terms.push(node);

@@ -29,7 +29,7 @@ fn build<'a>(
     weighted: bool,
     mut budget: Budget,
 ) -> Outcome<Term<'a>> {
-    let set = nodeset::decode(nodes, weighted, &mut budget)?;
+    let set = nodeset::decode_for_build(nodes, weighted, Ring::build_cost(1), &mut budget)?;
     budget.charge(Ring::build_cost(set.nodes.len()) + set.reply_cost(0, weighted))?;
     let ring = resource::make(env, RingResource(Ring::new(&set.nodes)));
     Ok(set.reply(env, ring, KIND_RING, &[], weighted))

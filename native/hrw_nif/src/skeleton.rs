@@ -30,7 +30,7 @@ fn build<'a>(
     leaf_size: usize,
     mut budget: Budget,
 ) -> Outcome<Term<'a>> {
-    let set = nodeset::decode(nodes, weighted, &mut budget)?;
+    let set = nodeset::decode_for_build(nodes, weighted, Skeleton::build_cost(1), &mut budget)?;
     budget.charge(Skeleton::build_cost(set.nodes.len()) + set.reply_cost(1, weighted))?;
     let skeleton = Skeleton::build(&set.nodes, leaf_size);
     let resource = resource::make(env, SkeletonResource(skeleton));

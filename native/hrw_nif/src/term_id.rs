@@ -16,14 +16,15 @@
 //! at the step itself, for test/hrw/budget_test.exs.
 
 use crate::failure::{bad_arg, Budget, Failure, Outcome};
-use hrw_core::term_hash::{self, tag, IdStack, MAX_ATOM_CHARS, MAX_ATOM_UTF8_BYTES};
+use hrw_core::term_hash::{self, tag, IdStack, Mark, MAX_ATOM_CHARS, MAX_ATOM_UTF8_BYTES};
 use hrw_core::work;
 use rustler::sys::{
-    enif_get_atom, enif_get_tuple, enif_map_iterator_create, enif_map_iterator_destroy,
-    enif_map_iterator_get_pair, enif_map_iterator_next, enif_term_to_binary, ErlNifBinary,
-    ErlNifCharEncoding, ErlNifMapIterator, ErlNifMapIteratorEntry, ErlNifTerm,
+    enif_get_atom, enif_get_int64, enif_get_tuple, enif_inspect_binary, enif_is_atom,
+    enif_map_iterator_create, enif_map_iterator_destroy, enif_map_iterator_get_pair,
+    enif_map_iterator_next, enif_term_to_binary, ErlNifBinary, ErlNifCharEncoding,
+    ErlNifMapIterator, ErlNifMapIteratorEntry, ErlNifTerm,
 };
-use rustler::{Binary, Encoder, Env, OwnedBinary, Term, TermType};
+use rustler::{Encoder, Env, OwnedBinary, Term, TermType};
 use std::mem::MaybeUninit;
 use std::os::raw::{c_char, c_int, c_uint};
 
@@ -68,28 +69,392 @@ const MAX_ATOM_ETF: usize = 4 + MAX_ATOM_UTF8_BYTES;
 /// bytes besides the name).
 const MAX_OPAQUE_ETF: usize = MAX_ATOM_ETF + 64;
 
+/// One lookup (or first store) in the per-VM atom-id cache: a hash of the atom's
+/// term value and one or two probes of a static table.
+const COST_ATOM_CACHE: u64 = 4;
+
+/// Widest tuple (and map, in entries) hashed on the stack by the flat fast path.
+const FLAT_MAX: usize = 8;
+
 /// The id of `term`, charging its cost to `budget`.
+///
+/// Fast paths first, for the keys people use: small integers, atoms (from the
+/// per-VM cache, [`atom_cache`]), binaries, then tuples and small maps whose
+/// elements are all of those, hashed on the stack. Every other term, and any
+/// container holding one, takes the general walk. Both give the same ids
+/// (docs/HASHING.md §2); the fast paths only skip the type query, the name copy of
+/// an atom and the shared encoding buffer.
+#[inline]
 pub fn term_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
+    term_id_raw(term.get_env(), term.as_c_arg(), budget)
+}
+
+/// [`term_id`] of a raw term of `env`'s call: walkers over many terms pass raw
+/// terms (a rustler `Term` carries a one-byte env kind, and moving one through
+/// memory stalls the wider load that reads it back, per element).
+#[inline]
+pub fn term_id_raw(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Outcome<u64> {
     budget.charge(COST_PER_TERM)?;
-    // Binaries are by far the most common keys and nodes: tried first, which skips
-    // the generic type query.
-    if let Ok(bin) = Binary::from_term(term) {
-        budget.charge(hash_cost(bin.len()))?;
-        work::count(COST_PER_TERM + hash_cost(bin.len()));
-        return Ok(term_hash::binary(bin.as_slice()));
+    work::count(COST_PER_TERM);
+    match fast_leaf(env, raw, budget) {
+        Fast::Id(id) => return Ok(id),
+        Fast::Dirty => return Err(Failure::NeedsDirty),
+        Fast::Other => {}
     }
+    slow_id(env, raw, budget)
+}
+
+/// A term that is not a [`fast_leaf`], its visit charged.
+#[inline(never)]
+fn slow_id(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Outcome<u64> {
+    // SAFETY: a term of this call's env.
+    let term = unsafe { Term::new(env, raw) };
     match term.get_type() {
-        kind @ (TermType::Tuple | TermType::List | TermType::Map) => {
-            work::count(COST_PER_TERM);
-            Walk {
-                budget,
-                ids: IdStack::new(),
+        TermType::Tuple => {
+            if let Some(id) = flat_tuple(term, budget)? {
+                return Ok(id);
             }
-            .container_id(term, kind, 0)
+            Walk::new(budget).container_id(term, TermType::Tuple, 0)
         }
-        kind => {
-            work::count(COST_PER_TERM);
-            leaf_id(term, kind, budget)
+        TermType::Map => {
+            if let Some(id) = flat_map(term, budget)? {
+                return Ok(id);
+            }
+            Walk::new(budget).container_id(term, TermType::Map, 0)
+        }
+        TermType::List => Walk::new(budget).container_id(term, TermType::List, 0),
+        kind => leaf_id(term, kind, budget),
+    }
+}
+
+/// Where the VM's term layout hints at a small integer (low 4 bits `1111`) or an
+/// atom (low 6 bits `001011`). Only an ordering hint: every value is still read
+/// through the NIF API, so a different layout only makes the fast path slower.
+#[inline(always)]
+fn hint(term: ErlNifTerm) -> (bool, bool) {
+    let raw = atom_cache::bits(term);
+    (raw & 0xF == 0xF, raw & 0x3F == 0x0B)
+}
+
+/// What [`fast_leaf`] found: small enough to come back in registers (an
+/// `Outcome<Option<u64>>` goes through memory, and its byte-wide tag then stalls
+/// the wider load that reads it back).
+#[derive(Clone, Copy)]
+enum Fast {
+    /// The term's id.
+    Id(u64),
+    /// Not a fast leaf (or one whose reading failed: the general walk reads it
+    /// again and reports the error); nothing was charged beyond what is counted.
+    Other,
+    /// The budget ran out.
+    Dirty,
+}
+
+/// The id of a small integer, an atom or a binary, its visit already charged and
+/// counted; [`Fast::Other`] for anything else. Reads the raw term with the NIF API
+/// (a rustler `Term` built per element costs a stalled reload of its env flag).
+#[inline(always)]
+fn fast_leaf(term_env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Fast {
+    let env = term_env.as_c_arg();
+    let (small, atom) = hint(raw);
+    if small {
+        let mut v: i64 = 0;
+        // SAFETY: `v` is a valid out-pointer; the call returns 0 unless `raw` is an
+        // integer that fits an i64, and then stores it.
+        if unsafe { enif_get_int64(env, raw, &mut v) } != 0 {
+            return Fast::Id(term_hash::int64(v));
+        }
+    } else if atom {
+        if budget.charge(COST_ATOM_CACHE).is_err() {
+            return Fast::Dirty;
+        }
+        work::count(COST_ATOM_CACHE);
+        if let Some(id) = atom_cache::get(raw) {
+            return Fast::Id(id);
+        }
+        // SAFETY: a term of this call's env.
+        if unsafe { enif_is_atom(env, raw) } != 0 {
+            // SAFETY: a term of this call's env.
+            return first_atom_id(unsafe { Term::new(term_env, raw) }, budget);
+        }
+    }
+    let mut bin: MaybeUninit<ErlNifBinary> = MaybeUninit::uninit();
+    // SAFETY: `bin` is a valid out-pointer; on success (a whole-byte binary) the VM
+    // fills it with the binary's size and data pointer, valid while the term is
+    // (this call), and we only read them.
+    if unsafe { enif_inspect_binary(env, raw, bin.as_mut_ptr()) } != 0 {
+        // SAFETY: initialised by the successful call.
+        let bin = unsafe { bin.assume_init() };
+        if budget.charge(hash_cost(bin.size)).is_err() {
+            return Fast::Dirty;
+        }
+        work::count(hash_cost(bin.size));
+        let bytes = if bin.size == 0 {
+            &[][..]
+        } else {
+            // SAFETY: `data` points at `size` readable bytes of the binary (above).
+            unsafe { std::slice::from_raw_parts(bin.data, bin.size) }
+        };
+        return Fast::Id(term_hash::binary(bytes));
+    }
+    Fast::Other
+}
+
+/// An atom missing from the cache: its id, computed (charged and counted in
+/// [`atom_id`]) and stored (charged and counted here).
+#[inline(never)]
+fn first_atom_id(term: Term, budget: &mut Budget) -> Fast {
+    match atom_id(term, budget) {
+        Ok(id) => {
+            if budget.charge(COST_ATOM_CACHE).is_err() {
+                return Fast::Dirty;
+            }
+            work::count(COST_ATOM_CACHE);
+            atom_cache::put(term.as_c_arg(), id);
+            Fast::Id(id)
+        }
+        Err(Failure::NeedsDirty) => Fast::Dirty,
+        Err(_) => Fast::Other,
+    }
+}
+
+/// A tuple of at most [`FLAT_MAX`] elements, all of them [`fast_leaf`] terms: its
+/// id, hashed from a stack buffer. `None`, having charged nothing, when it is wider
+/// or its first element is not such a leaf; a later element that is not hands the
+/// rest of the tuple to the general walk (with the ids so far: nothing is charged
+/// or visited twice).
+#[inline(never)]
+fn flat_tuple(term: Term, budget: &mut Budget) -> Outcome<Option<u64>> {
+    let elements = tuple_elements(term)?;
+    if elements.len() > FLAT_MAX {
+        return Ok(None);
+    }
+    let env = term.get_env();
+    budget.charge(ids_cost(elements.len()))?;
+    work::count(ids_cost(elements.len()));
+    let mut ids = [0u64; FLAT_MAX];
+    for (i, &element) in elements.iter().enumerate() {
+        budget.charge(COST_PER_TERM)?;
+        work::count(COST_PER_TERM);
+        match fast_leaf(env, element, budget) {
+            Fast::Dirty => return Err(Failure::NeedsDirty),
+            Fast::Id(id) => ids[i] = id,
+            Fast::Other => {
+                let mut walk = Walk::new(budget);
+                let mark = walk.ids.open();
+                walk.ids.reserve(elements.len());
+                for &id in &ids[..i] {
+                    walk.ids.push(id);
+                }
+                // This element's visit is charged: go on below the fast leaves.
+                // SAFETY: `element` is a term of the tuple, valid in `env` for this call.
+                let id = walk.non_binary_id(unsafe { Term::new(env, element) }, 1)?;
+                walk.ids.push(id);
+                for &rest in &elements[i + 1..] {
+                    // SAFETY: as above.
+                    let rest = unsafe { Term::new(env, rest) };
+                    let id = walk.id_at(rest, 1)?;
+                    walk.ids.push(id);
+                }
+                return Ok(Some(walk.ids.close(mark, tag::TUPLE)));
+            }
+        }
+    }
+    Ok(Some(term_hash::tagged_ids(
+        tag::TUPLE,
+        &ids[..elements.len()],
+    )))
+}
+
+/// A map of at most [`FLAT_MAX`] entries: its id. When its keys and values are all
+/// [`fast_leaf`] terms the entries are sorted and hashed on the stack; the first
+/// key or value that is not hands the entries read so far and the open iterator to
+/// [`Walk::map_rest`], so nothing is charged or visited twice. `None`, having
+/// charged nothing, for a larger map.
+#[inline(never)]
+fn flat_map(term: Term, budget: &mut Budget) -> Outcome<Option<u64>> {
+    let n = term.map_size().map_err(|_| unreadable("map"))?;
+    if n > FLAT_MAX {
+        return Ok(None);
+    }
+    charge_map(n, budget)?;
+    let env = term.get_env();
+    let mut slot = MaybeUninit::uninit();
+    let mut iter = MapEntries::new(term, &mut slot)?;
+    work::count(COST_PER_MAP);
+    let mut entries = [(0u64, 0u64); FLAT_MAX];
+    let mut len = 0;
+    while let Some((k, v)) = iter.next_raw() {
+        // SAFETY: both are terms of the map, valid in `env` for this call.
+        let term = |raw| unsafe { Term::new(env, raw) };
+        if len == n {
+            return Err(unreadable("map"));
+        }
+        work::count(COST_PER_MAP_ENTRY + ids_cost(2) - hash_cost(1));
+        budget.charge(COST_PER_TERM)?;
+        work::count(COST_PER_TERM);
+        let kid = match fast_leaf(env, k, budget) {
+            Fast::Id(id) => id,
+            Fast::Dirty => return Err(Failure::NeedsDirty),
+            Fast::Other => {
+                let mut walk = Walk::new(budget);
+                let kid = walk.non_binary_id(term(k), 1)?;
+                let vid = walk.id_at(term(v), 1)?;
+                return walk
+                    .map_rest(n, iter, &entries[..len], (kid, vid))
+                    .map(Some);
+            }
+        };
+        budget.charge(COST_PER_TERM)?;
+        work::count(COST_PER_TERM);
+        let vid = match fast_leaf(env, v, budget) {
+            Fast::Id(id) => id,
+            Fast::Dirty => return Err(Failure::NeedsDirty),
+            Fast::Other => {
+                let mut walk = Walk::new(budget);
+                let vid = walk.non_binary_id(term(v), 1)?;
+                return walk
+                    .map_rest(n, iter, &entries[..len], (kid, vid))
+                    .map(Some);
+            }
+        };
+        entries[len] = (kid, vid);
+        len += 1;
+    }
+    if len != n {
+        return Err(unreadable("map"));
+    }
+    work::count(sort_cost(n) + hash_cost(1));
+    // Insertion sort by (key id, value id) into the flat encoding order.
+    let mut flat = [0u64; 2 * FLAT_MAX];
+    for (i, &(k, v)) in entries[..n].iter().enumerate() {
+        let mut j = i;
+        while j > 0 && (flat[2 * j - 2], flat[2 * j - 1]) > (k, v) {
+            flat[2 * j] = flat[2 * j - 2];
+            flat[2 * j + 1] = flat[2 * j - 1];
+            j -= 1;
+        }
+        flat[2 * j] = k;
+        flat[2 * j + 1] = v;
+    }
+    Ok(Some(term_hash::tagged_ids(tag::MAP, &flat[..2 * n])))
+}
+
+/// What a map of `n` entries costs besides its keys' and values' visits, charged
+/// before it is read: the iteration, the entries' room and the encoding's hash,
+/// and the sort.
+fn charge_map(n: usize, budget: &mut Budget) -> Outcome<()> {
+    budget.charge(COST_PER_MAP + n as u64 * COST_PER_MAP_ENTRY)?;
+    budget.charge(ids_cost(2 * n))?;
+    budget.charge(sort_cost(n))
+}
+
+/// The elements of a tuple term, in place.
+fn tuple_elements<'a>(term: Term<'a>) -> Outcome<&'a [ErlNifTerm]> {
+    let env = term.get_env();
+    let mut arity: c_int = 0;
+    let mut array: MaybeUninit<*const ErlNifTerm> = MaybeUninit::uninit();
+    // SAFETY: both out-pointers are valid; on success the VM stores the arity and
+    // a pointer to the tuple's elements, which live as long as the term (this call).
+    let ok = unsafe {
+        enif_get_tuple(
+            env.as_c_arg(),
+            term.as_c_arg(),
+            &mut arity,
+            array.as_mut_ptr(),
+        )
+    };
+    if ok == 0 || arity < 0 {
+        return Err(unreadable("tuple"));
+    }
+    Ok(if arity == 0 {
+        &[]
+    } else {
+        // SAFETY: the call succeeded, so the pointer is initialised and points at
+        // `arity` element terms of the tuple, alive as long as the term.
+        unsafe { std::slice::from_raw_parts(array.assume_init(), arity as usize) }
+    })
+}
+
+/// A lock-free, insert-only table from an atom's term value to its id, shared by
+/// every scheduler of the VM. Sound because atoms are interned and never collected
+/// (OTP 25): while the VM runs, one term value names one atom, so a value found
+/// here is the atom it was stored for. Only terms read as atoms are stored. A full
+/// neighbourhood just leaves the atom uncached (its id is computed every time).
+mod atom_cache {
+    use rustler::sys::ErlNifTerm;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    const SLOTS: usize = 1 << 13;
+    const PROBES: usize = 4;
+    /// A slot being written: never an atom's term value (its low bits are 001011).
+    const BUSY: u64 = u64::MAX;
+
+    struct Slot {
+        key: AtomicU64,
+        id: AtomicU64,
+    }
+
+    #[allow(clippy::declare_interior_mutable_const)]
+    const EMPTY: Slot = Slot {
+        key: AtomicU64::new(0),
+        id: AtomicU64::new(0),
+    };
+    static TABLE: [Slot; SLOTS] = [EMPTY; SLOTS];
+
+    /// The bits of a term value.
+    #[inline(always)]
+    pub fn bits(term: ErlNifTerm) -> u64 {
+        // SAFETY: `ErlNifTerm` is `#[repr(transparent)]` over a `usize` (its field
+        // is private), so the two have one layout.
+        unsafe { std::mem::transmute::<ErlNifTerm, usize>(term) as u64 }
+    }
+
+    #[inline(always)]
+    fn start(key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - 13)) as usize
+    }
+
+    /// The cached id of the atom whose term value is `term`, if stored.
+    #[inline(always)]
+    pub fn get(term: ErlNifTerm) -> Option<u64> {
+        let key = bits(term);
+        let at = start(key);
+        for p in 0..PROBES {
+            let slot = &TABLE[(at + p) & (SLOTS - 1)];
+            let k = slot.key.load(Ordering::Acquire);
+            if k == key {
+                // Written before the key was published (Release below).
+                return Some(slot.id.load(Ordering::Relaxed));
+            }
+            if k == 0 {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Stores the id of the atom `term` (computed by the caller), if there is room.
+    pub fn put(term: ErlNifTerm, id: u64) {
+        let key = bits(term);
+        if key == 0 || key == BUSY {
+            return;
+        }
+        let at = start(key);
+        for p in 0..PROBES {
+            let slot = &TABLE[(at + p) & (SLOTS - 1)];
+            match slot
+                .key
+                .compare_exchange(0, BUSY, Ordering::Acquire, Ordering::Relaxed)
+            {
+                Ok(_) => {
+                    slot.id.store(id, Ordering::Relaxed);
+                    slot.key.store(key, Ordering::Release);
+                    return;
+                }
+                Err(k) if k == key => return,
+                Err(_) => {}
+            }
         }
     }
 }
@@ -124,7 +489,14 @@ fn sort_cost(n: usize) -> u64 {
     n as u64 * log as u64 * COST_PER_SORT_STEP
 }
 
-impl Walk<'_> {
+impl<'b> Walk<'b> {
+    fn new(budget: &'b mut Budget) -> Walk<'b> {
+        Walk {
+            budget,
+            ids: IdStack::new(),
+        }
+    }
+
     fn id_at(&mut self, term: Term, depth: usize) -> Outcome<u64> {
         if depth > MAX_DEPTH {
             return bad_arg(format!(
@@ -132,16 +504,15 @@ impl Walk<'_> {
             ));
         }
         self.budget.charge(COST_PER_TERM)?;
-        if let Ok(bin) = Binary::from_term(term) {
-            self.budget.charge(hash_cost(bin.len()))?;
-            work::count(COST_PER_TERM + hash_cost(bin.len()));
-            return Ok(term_hash::binary(bin.as_slice()));
-        }
         work::count(COST_PER_TERM);
-        self.non_binary_id(term, depth)
+        match fast_leaf(term.get_env(), term.as_c_arg(), self.budget) {
+            Fast::Id(id) => Ok(id),
+            Fast::Dirty => Err(Failure::NeedsDirty),
+            Fast::Other => self.non_binary_id(term, depth),
+        }
     }
 
-    /// [`Walk::id_at`] for a term known not to be a binary, its visit charged.
+    /// [`Walk::id_at`] for a term that is not a [`fast_leaf`], its visit charged.
     fn non_binary_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
         match term.get_type() {
             kind @ (TermType::Tuple | TermType::List | TermType::Map) => {
@@ -162,28 +533,7 @@ impl Walk<'_> {
     #[inline(never)]
     fn tuple_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
         let env = term.get_env();
-        let mut arity: c_int = 0;
-        let mut array: MaybeUninit<*const ErlNifTerm> = MaybeUninit::uninit();
-        // SAFETY: both out-pointers are valid; on success the VM stores the arity and
-        // a pointer to the tuple's elements, which live as long as the term (this call).
-        let ok = unsafe {
-            enif_get_tuple(
-                env.as_c_arg(),
-                term.as_c_arg(),
-                &mut arity,
-                array.as_mut_ptr(),
-            )
-        };
-        if ok == 0 || arity < 0 {
-            return Err(unreadable("tuple"));
-        }
-        let elements: &[ErlNifTerm] = if arity == 0 {
-            &[]
-        } else {
-            // SAFETY: the call succeeded, so the pointer is initialised and points at
-            // `arity` element terms of the tuple.
-            unsafe { std::slice::from_raw_parts(array.assume_init(), arity as usize) }
-        };
+        let elements = tuple_elements(term)?;
         // The ids' room in the shared encoding buffer, and their hash.
         self.budget.charge(ids_cost(elements.len()))?;
         work::count(ids_cost(elements.len()));
@@ -231,13 +581,10 @@ impl Walk<'_> {
     #[inline(never)]
     fn map_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
         let n = term.map_size().map_err(|_| unreadable("map"))?;
-        // All of it before any of it: the iteration, the entries' room and the
-        // encoding's hash, and the sort (keys and values are charged as visited).
-        self.budget
-            .charge(COST_PER_MAP + n as u64 * COST_PER_MAP_ENTRY)?;
-        self.budget.charge(ids_cost(2 * n))?;
-        self.budget.charge(sort_cost(n))?;
-        let mut iter = MapEntries::new(term)?;
+        // All of it before any of it (keys and values are charged as visited).
+        charge_map(n, self.budget)?;
+        let mut slot = MaybeUninit::uninit();
+        let mut iter = MapEntries::new(term, &mut slot)?;
         work::count(COST_PER_MAP);
         let mark = self.ids.open_map();
         self.ids.reserve_entries(n);
@@ -247,6 +594,34 @@ impl Walk<'_> {
             let v = self.id_at(v, depth + 1)?;
             self.ids.push_entry(k, v);
         }
+        self.close_map(mark, n)
+    }
+
+    /// The rest of a top-level map that [`flat_map`] began (at depth 0): `done`
+    /// entries and then `current` read, `iter` just past `current`.
+    fn map_rest(
+        &mut self,
+        n: usize,
+        mut iter: MapEntries<'_, '_>,
+        done: &[(u64, u64)],
+        current: (u64, u64),
+    ) -> Outcome<u64> {
+        let mark = self.ids.open_map();
+        self.ids.reserve_entries(n);
+        for &(k, v) in done {
+            self.ids.push_entry(k, v);
+        }
+        self.ids.push_entry(current.0, current.1);
+        while let Some((k, v)) = iter.next_entry() {
+            work::count(COST_PER_MAP_ENTRY + ids_cost(2) - hash_cost(1));
+            let k = self.id_at(k, 1)?;
+            let v = self.id_at(v, 1)?;
+            self.ids.push_entry(k, v);
+        }
+        self.close_map(mark, n)
+    }
+
+    fn close_map(&mut self, mark: Mark, n: usize) -> Outcome<u64> {
         if self.ids.entries_since(mark) != n {
             return Err(unreadable("map"));
         }
@@ -259,15 +634,21 @@ impl Walk<'_> {
 /// The entries of a map, in the VM's order, straight from the NIF map iterator
 /// (rustler's `MapIterator` is double-ended: two VM iterators and a key comparison
 /// per step, and a larger stack frame at every level of nested maps).
-struct MapEntries<'a> {
+///
+/// The VM's iterator lives in a slot of the caller's frame (`MapEntries::new`),
+/// written in place: moving it right after the VM wrote it would reload it with
+/// stalled wide loads.
+struct MapEntries<'a, 's> {
     env: Env<'a>,
-    iter: ErlNifMapIterator,
+    iter: &'s mut ErlNifMapIterator,
 }
 
-impl<'a> MapEntries<'a> {
-    fn new(map: Term<'a>) -> Outcome<MapEntries<'a>> {
+impl<'a, 's> MapEntries<'a, 's> {
+    fn new(
+        map: Term<'a>,
+        iter: &'s mut MaybeUninit<ErlNifMapIterator>,
+    ) -> Outcome<MapEntries<'a, 's>> {
         let env = map.get_env();
-        let mut iter: MaybeUninit<ErlNifMapIterator> = MaybeUninit::uninit();
         // SAFETY: `iter` is a valid out-pointer; the call fails (returns 0) unless
         // `map` is a map, and on success initialises the iterator.
         let ok = unsafe {
@@ -284,11 +665,19 @@ impl<'a> MapEntries<'a> {
         Ok(MapEntries {
             env,
             // SAFETY: initialised by the successful call above.
-            iter: unsafe { iter.assume_init() },
+            iter: unsafe { iter.assume_init_mut() },
         })
     }
 
     fn next_entry(&mut self) -> Option<(Term<'a>, Term<'a>)> {
+        let (key, value) = self.next_raw()?;
+        // SAFETY: terms of the map, valid in `env` for this call.
+        unsafe { Some((Term::new(self.env, key), Term::new(self.env, value))) }
+    }
+
+    /// [`MapEntries::next_entry`] as raw terms of the map's env.
+    #[inline]
+    fn next_raw(&mut self) -> Option<(ErlNifTerm, ErlNifTerm)> {
         let mut key: MaybeUninit<ErlNifTerm> = MaybeUninit::uninit();
         let mut value: MaybeUninit<ErlNifTerm> = MaybeUninit::uninit();
         // SAFETY: the iterator was created for a map of this env and not destroyed;
@@ -296,24 +685,20 @@ impl<'a> MapEntries<'a> {
         // terms, which are then valid in `env` for this call.
         unsafe {
             let env = self.env.as_c_arg();
-            if enif_map_iterator_get_pair(env, &mut self.iter, key.as_mut_ptr(), value.as_mut_ptr())
-                == 0
+            if enif_map_iterator_get_pair(env, self.iter, key.as_mut_ptr(), value.as_mut_ptr()) == 0
             {
                 return None;
             }
-            enif_map_iterator_next(env, &mut self.iter);
-            Some((
-                Term::new(self.env, key.assume_init()),
-                Term::new(self.env, value.assume_init()),
-            ))
+            enif_map_iterator_next(env, self.iter);
+            Some((key.assume_init(), value.assume_init()))
         }
     }
 }
 
-impl Drop for MapEntries<'_> {
+impl Drop for MapEntries<'_, '_> {
     fn drop(&mut self) {
         // SAFETY: created successfully in `new`, destroyed only here, once.
-        unsafe { enif_map_iterator_destroy(self.env.as_c_arg(), &mut self.iter) };
+        unsafe { enif_map_iterator_destroy(self.env.as_c_arg(), self.iter) };
     }
 }
 

@@ -104,8 +104,11 @@ impl Best {
 
 #[target_feature(enable = "avx512f,avx512dq")]
 fn argmax_avx512(prepared: &[u64], tk: u64) -> Option<usize> {
-    if prepared.len() < LANES {
-        return portable::argmax(prepared, tk);
+    if prepared.is_empty() {
+        return None;
+    }
+    if prepared.len() <= 2 * LANES {
+        return Some(argmax_short(prepared, tk));
     }
     let key = _mm512_set1_epi64(tk as i64);
     let lane = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
@@ -126,6 +129,46 @@ fn argmax_avx512(prepared: &[u64], tk: u64) -> Option<usize> {
         score,
         index,
     ))
+}
+
+/// [`argmax_avx512`] of 1 to 16 ids (a leaf, a small ring): one or two masked
+/// vectors, the maximum reduced once, and the first lane holding it found by a
+/// mask compare (no per-lane index vectors, no second reduction, no scalar tail,
+/// no branch).
+/// Lanes past the end are neither loaded nor counted: their scores are zeroed and
+/// masked out of the compare.
+#[inline]
+#[target_feature(enable = "avx512f,avx512dq")]
+fn argmax_short(prepared: &[u64], tk: u64) -> usize {
+    let n = prepared.len();
+    assert!((1..=2 * LANES).contains(&n));
+    let key = _mm512_set1_epi64(tk as i64);
+    let m0: __mmask8 = if n >= LANES { 0xFF } else { (1u8 << n) - 1 };
+    let m1: __mmask8 = if n > LANES {
+        (((1u16 << (n - LANES)) - 1) & 0xFF) as u8
+    } else {
+        0
+    };
+    let p = prepared.as_ptr();
+    // SAFETY: a masked load touches only the lanes its mask selects: lanes
+    // `0..min(n, 8)` of `p` and lanes `0..n - 8` of `p + 8`, all within the slice
+    // (`p + 8` itself is at most one past the end, and nothing is read when `m1` is
+    // 0); no alignment is required.
+    let (v0, v1) = unsafe {
+        (
+            _mm512_maskz_loadu_epi64(m0, p.cast()),
+            _mm512_maskz_loadu_epi64(m1, p.wrapping_add(LANES).cast()),
+        )
+    };
+    let s0 = _mm512_maskz_mov_epi64(m0, tail(_mm512_xor_si512(v0, key)));
+    let s1 = _mm512_maskz_mov_epi64(m1, tail(_mm512_xor_si512(v1, key)));
+    let max = _mm512_reduce_max_epu64(_mm512_max_epu64(s0, s1));
+    let max = _mm512_set1_epi64(max as i64);
+    // Both masks at once, lanes of the second vector above: no branch on which
+    // vector holds the maximum (it is either, at random, and would mispredict).
+    let k0 = _mm512_mask_cmpeq_epi64_mask(m0, s0, max) as u32;
+    let k1 = _mm512_mask_cmpeq_epi64_mask(m1, s1, max) as u32;
+    (k0 | k1 << LANES).trailing_zeros() as usize
 }
 
 #[cfg(test)]

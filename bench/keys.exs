@@ -1,0 +1,275 @@
+# Key types and the issue-12 targets, with nothing but hrw: no Benchee, no Hex.
+#
+#   MIX_ENV=prod mix run bench/keys.exs            (from the repository root)
+#
+# Every figure is a median over 7 batches of one run, with varying keys (20,000
+# distinct keys per type, each batch walks all of them): ns per call, including the
+# loop (a direct recursive call per key, measured alone as "loop"). Ratios are
+# within the run. Each section runs in a fresh process. Sections (choose with
+# BENCH_ONLY=term,owner,build,batch,bounded):
+#
+#   * term:    HRW.term_id/1 against :erlang.phash2/1 per key type;
+#   * owner:   HRW.owner/2 on a skeleton and on a ring, against a libring-style ring
+#              (libring's algorithm written here: 128 points per node, phash2 of
+#              {node, i} in 2^32, a :gb_trees successor), at 10 and 10k nodes;
+#   * build:   HRW.build and HRW.Ring.new of 10k nodes against phash2 over them
+#              (Enum.map, and Map.new);
+#   * batch:   HRW.owner_batch/2 of 1M binary keys on a 10k-node skeleton (one
+#              rayon thread unless config says otherwise), next to the same batch
+#              on a 1-node skeleton (everything but the descent) and an Enum.map
+#              of phash2 over the keys (what building a 1M-element list costs);
+#   * bounded: HRW.Bounded.assignments/3, 100k keys x 100 nodes, against hrw 0.2.1's
+#              greedy (sort, dedup, per key the phash2 max over open nodes), next
+#              to building a 100k-entry map alone.
+
+defmodule KeysBench do
+  @moduledoc false
+
+  def key_types do
+    [
+      {"binary \"order:<i>\"", fn i -> "order:#{i}" end},
+      {"integer i*104729", fn i -> i * 104_729 end},
+      {"{:user, i}", fn i -> {:user, i} end},
+      {"{:tenant, :eu, i}", fn i -> {:tenant, :eu, i} end},
+      {"%{id: i, kind: :doc}", fn i -> %{id: i, kind: :doc} end}
+    ]
+  end
+
+  def keys(gen, n \\ 20_000), do: Enum.map(1..n, gen)
+
+  # Runs one section in a process of its own, so no section times the garbage
+  # collection of another's data.
+  def isolated(fun), do: fun |> Task.async() |> Task.await(:infinity)
+
+  # Median ns per element of `fun.(keys)` (which walks every key once).
+  def median_ns(keys, fun, batches \\ 7) do
+    n = length(keys)
+    fun.(keys)
+
+    for _ <- 1..batches do
+      {us, _} = :timer.tc(fn -> fun.(keys) end)
+      us * 1000 / n
+    end
+    |> Enum.sort()
+    |> Enum.at(div(batches, 2))
+  end
+
+  def median_us(fun, batches \\ 7) do
+    fun.()
+
+    for _ <- 1..batches do
+      {us, _} = :timer.tc(fun)
+      us
+    end
+    |> Enum.sort()
+    |> Enum.at(div(batches, 2))
+  end
+
+  # Direct loops: no anonymous function call per key.
+  def loop([_ | t]), do: loop(t)
+  def loop([]), do: :ok
+
+  def phash2([k | t]) do
+    :erlang.phash2(k)
+    phash2(t)
+  end
+
+  def phash2([]), do: :ok
+
+  def term_id([k | t]) do
+    HRW.term_id(k)
+    term_id(t)
+  end
+
+  def term_id([]), do: :ok
+
+  def owner([k | t], target) do
+    HRW.owner(k, target)
+    owner(t, target)
+  end
+
+  def owner([], _), do: :ok
+
+  def libring([k | t], ring) do
+    libring_owner(ring, k)
+    libring(t, ring)
+  end
+
+  def libring([], _), do: :ok
+
+  # libring's algorithm: 128 points per node on a 2^32 circle, a key's owner is the
+  # node of the first point at or after phash2(key) (wrapping to the smallest).
+  def libring_new(nodes) do
+    nodes
+    |> Enum.flat_map(fn node ->
+      for i <- 0..127, do: {:erlang.phash2({node, i}, 4_294_967_296), node}
+    end)
+    |> Enum.sort()
+    |> Enum.dedup_by(&elem(&1, 0))
+    |> :gb_trees.from_orddict()
+  end
+
+  def libring_owner(tree, key) do
+    hash = :erlang.phash2(key, 4_294_967_296)
+
+    case :gb_trees.next(:gb_trees.iterator_from(hash, tree)) do
+      {_point, node, _iter} -> node
+      :none -> elem(:gb_trees.smallest(tree), 1)
+    end
+  end
+
+  # hrw 0.2.1's bounded greedy, as HRW.Bounded runs it with a hash_fn.
+  def old_bounded(keys, nodes, epsilon) do
+    keys = keys |> Enum.sort() |> Enum.dedup()
+    nodes = nodes |> Enum.sort() |> Enum.dedup()
+    cap = ceil(length(keys) / length(nodes) * (1 + epsilon))
+
+    {assigned, _} =
+      Enum.reduce(keys, {%{}, %{}}, fn key, {assigned, load} ->
+        node =
+          nodes
+          |> Enum.filter(&(Map.get(load, &1, 0) < cap))
+          |> Enum.max_by(&:erlang.phash2({key, &1}))
+
+        {Map.put(assigned, key, node), Map.update(load, node, 1, &(&1 + 1))}
+      end)
+
+    assigned
+  end
+
+  def f(x) when x >= 100, do: :erlang.float_to_binary(x / 1, decimals: 0)
+  def f(x), do: :erlang.float_to_binary(x / 1, decimals: 2)
+
+  def row(cells), do: IO.puts("| " <> Enum.join(Enum.map(cells, &to_string/1), " | ") <> " |")
+end
+
+only = System.get_env("BENCH_ONLY", "term,owner,build,batch,bounded") |> String.split(",")
+nodes = fn n -> Enum.map(0..(n - 1), &"node-#{&1}") end
+
+if "term" in only do
+  KeysBench.isolated(fn ->
+    IO.puts("\n### HRW.term_id/1 against :erlang.phash2/1 (ns per call, 20k keys)\n")
+    KeysBench.row(["key", "loop", "phash2", "term_id", "term_id / phash2"])
+    KeysBench.row(["---", "--:", "--:", "--:", "--:"])
+
+    for {name, gen} <- KeysBench.key_types() do
+      keys = KeysBench.keys(gen)
+      loop = KeysBench.median_ns(keys, &KeysBench.loop/1)
+      ph = KeysBench.median_ns(keys, &KeysBench.phash2/1)
+      id = KeysBench.median_ns(keys, &KeysBench.term_id/1)
+
+      KeysBench.row([
+        name,
+        KeysBench.f(loop),
+        KeysBench.f(ph),
+        KeysBench.f(id),
+        KeysBench.f(id / ph) <> "×"
+      ])
+    end
+  end)
+end
+
+if "owner" in only do
+  KeysBench.isolated(fn ->
+    for n <- [10, 10_000] do
+      ns = nodes.(n)
+      skeleton = HRW.build(ns)
+      ring = HRW.Ring.new(ns)
+      lib = KeysBench.libring_new(ns)
+      IO.puts("\n### HRW.owner/2 at #{n} nodes against a libring-style ring (ns per call)\n")
+
+      KeysBench.row([
+        "key",
+        "skeleton",
+        "ring",
+        "libring-style",
+        "skeleton / libring",
+        "ring / libring"
+      ])
+
+      KeysBench.row(["---", "--:", "--:", "--:", "--:", "--:"])
+
+      for {name, gen} <- Enum.take(KeysBench.key_types(), 4) do
+        keys = KeysBench.keys(gen)
+        sk = KeysBench.median_ns(keys, &KeysBench.owner(&1, skeleton))
+        ri = KeysBench.median_ns(keys, &KeysBench.owner(&1, ring))
+        li = KeysBench.median_ns(keys, &KeysBench.libring(&1, lib))
+
+        KeysBench.row([
+          name,
+          KeysBench.f(sk),
+          KeysBench.f(ri),
+          KeysBench.f(li),
+          KeysBench.f(sk / li) <> "×",
+          KeysBench.f(ri / li) <> "×"
+        ])
+      end
+    end
+  end)
+end
+
+if "build" in only do
+  KeysBench.isolated(fn ->
+    ns = nodes.(10_000)
+    sk = KeysBench.median_us(fn -> HRW.build(ns) end, 11)
+    ri = KeysBench.median_us(fn -> HRW.Ring.new(ns) end, 11)
+    ph = KeysBench.median_us(fn -> Enum.map(ns, &:erlang.phash2/1) end, 11)
+    pm = KeysBench.median_us(fn -> Map.new(ns, &{&1, :erlang.phash2(&1)}) end, 11)
+    IO.puts("\n### Build from 10k nodes (µs, median of 11)\n")
+
+    KeysBench.row([
+      "HRW.build",
+      "HRW.Ring.new",
+      "Enum.map phash2",
+      "Map.new phash2",
+      "build / Enum.map",
+      "build / Map.new"
+    ])
+
+    KeysBench.row(["--:", "--:", "--:", "--:", "--:", "--:"])
+    KeysBench.row([sk, ri, ph, pm, KeysBench.f(sk / ph) <> "×", KeysBench.f(sk / pm) <> "×"])
+  end)
+end
+
+if "batch" in only do
+  KeysBench.isolated(fn ->
+    skeleton = HRW.build(nodes.(10_000))
+    one = HRW.build(["only"])
+    keys = Enum.map(1..1_000_000, &"key-#{&1}")
+    per_key = fn f -> KeysBench.f(KeysBench.median_us(f, 5) * 1000 / 1_000_000) end
+    batch = per_key.(fn -> HRW.owner_batch(keys, skeleton) end)
+    batch_one = per_key.(fn -> HRW.owner_batch(keys, one) end)
+    map = per_key.(fn -> Enum.map(keys, &:erlang.phash2/1) end)
+    IO.puts("\n### owner_batch, 1M binary keys (ns per key, #{HRW.Batch.threads()} thread(s))\n")
+
+    KeysBench.row([
+      "10k-node skeleton",
+      "1-node skeleton (no descent)",
+      "Enum.map phash2 (a 1M list)"
+    ])
+
+    KeysBench.row(["--:", "--:", "--:"])
+    KeysBench.row([batch, batch_one, map])
+  end)
+end
+
+if "bounded" in only do
+  KeysBench.isolated(fn ->
+    keys = Enum.map(1..100_000, &"key-#{&1}")
+    ns = nodes.(100)
+    native = KeysBench.median_us(fn -> HRW.Bounded.assignments(keys, ns) end, 5)
+    old = KeysBench.median_us(fn -> KeysBench.old_bounded(keys, ns, 0.25) end, 3)
+    pairs = Enum.zip(keys, Stream.cycle(ns))
+    map = KeysBench.median_us(fn -> :maps.from_list(pairs) end, 5)
+    IO.puts("\n### HRW.Bounded.assignments/3, 100k keys x 100 nodes (ms)\n")
+    KeysBench.row(["native", "hrw 0.2.1 greedy", "speed-up", "the result map alone"])
+    KeysBench.row(["--:", "--:", "--:", "--:"])
+
+    KeysBench.row([
+      KeysBench.f(native / 1000),
+      KeysBench.f(old / 1000),
+      KeysBench.f(old / native) <> "×",
+      KeysBench.f(map / 1000)
+    ])
+  end)
+end
