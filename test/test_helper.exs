@@ -18,4 +18,75 @@ defmodule HRW.TestStats do
   def node_names(n), do: Enum.map(0..(n - 1), &"node-#{&1}")
 end
 
+defmodule HRW.TestPeers do
+  @moduledoc false
+  # Erlang distribution and :peer nodes on loopback, for the tests that need other
+  # BEAM nodes. Node names carry the OS pid, so concurrent test runs on one machine
+  # do not clash.
+
+  @doc "Starts distribution once (and epmd), and silences global's partition warnings."
+  def distributed! do
+    unless Node.alive?() do
+      {_, 0} = System.cmd("epmd", ["-daemon"])
+      {:ok, _} = Node.start(:"hrw_test_#{System.pid()}@127.0.0.1", :longnames)
+    end
+
+    # When peers stop one after another, global may ask a stopping peer to
+    # disconnect "to prevent overlapping partitions" and say so: noise here.
+    case :logger.add_primary_filter(__MODULE__, {&__MODULE__.drop_partition_warning/2, nil}) do
+      :ok -> :ok
+      {:error, {:already_exist, _}} -> :ok
+    end
+  end
+
+  @doc false
+  def drop_partition_warning(%{msg: msg} = event, _extra) do
+    text =
+      case msg do
+        {:string, string} -> IO.chardata_to_string(string)
+        {:report, _} -> ""
+        {format, args} -> format |> :io_lib.format(args) |> IO.chardata_to_string()
+      end
+
+    if text =~ "overlapping partitions", do: :stop, else: event
+  rescue
+    _ -> event
+  end
+
+  @doc """
+  A peer node on 127.0.0.1 with this project's code, named `prefix_tag_...`, stopped
+  when the test (or `setup_all`) that started it ends. With `connect: true` it is
+  connected to every visible node, so each member sees the same cluster.
+  """
+  def start_peer(prefix, tag, opts \\ []) do
+    {:ok, peer, node} =
+      :peer.start(%{
+        name: :"#{prefix}_#{tag}_#{System.pid()}_#{System.unique_integer([:positive])}",
+        host: ~c"127.0.0.1",
+        longnames: true,
+        args: [
+          ~c"-kernel",
+          ~c"logger_level",
+          ~c"error" | Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
+        ]
+      })
+
+    if Keyword.get(opts, :connect, false) do
+      for other <- Node.list(),
+          other != node,
+          do: true = :erpc.call(node, Node, :connect, [other])
+    end
+
+    ExUnit.Callbacks.on_exit(fn -> stop_peer(peer) end)
+    {peer, node}
+  end
+
+  @doc "Stops a peer; one already gone is fine."
+  def stop_peer(peer) do
+    :peer.stop(peer)
+  catch
+    :exit, _ -> :ok
+  end
+end
+
 ExUnit.start()

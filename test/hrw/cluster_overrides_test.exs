@@ -9,55 +9,11 @@ defmodule HRW.ClusterOverridesTest do
   @outsider :outsider@nowhere
 
   setup_all do
-    unless Node.alive?() do
-      {_, 0} = System.cmd("epmd", ["-daemon"])
-      {:ok, _} = Node.start(:"hrw_test_#{System.pid()}@127.0.0.1", :longnames)
-    end
-
-    # When peers stop one after another, global may ask a stopping peer to
-    # disconnect "to prevent overlapping partitions" and say so: noise here.
-    :ok = :logger.add_primary_filter(__MODULE__, {&__MODULE__.drop_partition_warning/2, nil})
-    on_exit(fn -> :logger.remove_primary_filter(__MODULE__) end)
-    :ok
+    HRW.TestPeers.distributed!()
   end
 
-  @doc false
-  def drop_partition_warning(%{msg: msg} = event, _extra) do
-    text =
-      case msg do
-        {:string, string} -> IO.chardata_to_string(string)
-        {:report, _} -> ""
-        {format, args} -> format |> :io_lib.format(args) |> IO.chardata_to_string()
-      end
-
-    if text =~ "overlapping partitions", do: :stop, else: event
-  rescue
-    _ -> event
-  end
-
-  # A peer node on 127.0.0.1 with this project's code, stopped when the test ends.
-  defp start_peer(tag) do
-    {:ok, peer, node} =
-      :peer.start(%{
-        name: :"hrw_ov_#{tag}_#{System.pid()}_#{System.unique_integer([:positive])}",
-        host: ~c"127.0.0.1",
-        longnames: true,
-        args: [
-          ~c"-kernel",
-          ~c"logger_level",
-          ~c"error" | Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
-        ]
-      })
-
-    on_exit(fn -> stop_peer(peer) end)
-    {peer, node}
-  end
-
-  defp stop_peer(peer) do
-    :peer.stop(peer)
-  catch
-    :exit, _ -> :ok
-  end
+  defp start_peer(tag), do: HRW.TestPeers.start_peer(:hrw_ov, tag)
+  defp stop_peer(peer), do: HRW.TestPeers.stop_peer(peer)
 
   defp eventually(check, message, timeout \\ 15_000) do
     deadline = System.monotonic_time(:millisecond) + timeout

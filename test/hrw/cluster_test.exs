@@ -8,62 +8,13 @@ defmodule HRW.ClusterTest do
   @debounce 30
 
   setup_all do
-    unless Node.alive?() do
-      {_, 0} = System.cmd("epmd", ["-daemon"])
-      {:ok, _} = Node.start(:"hrw_test_#{System.pid()}@127.0.0.1", :longnames)
-    end
-
-    # When peers stop one after another, global may ask a stopping peer to
-    # disconnect "to prevent overlapping partitions" and say so: noise here.
-    :ok =
-      :logger.add_primary_filter(:hrw_cluster_test, {&__MODULE__.drop_partition_warning/2, nil})
-
-    on_exit(fn -> :logger.remove_primary_filter(:hrw_cluster_test) end)
-    :ok
-  end
-
-  @doc false
-  def drop_partition_warning(%{msg: msg} = event, _extra) do
-    text =
-      case msg do
-        {:string, string} -> IO.chardata_to_string(string)
-        {:report, _} -> ""
-        {format, args} -> format |> :io_lib.format(args) |> IO.chardata_to_string()
-      end
-
-    if text =~ "overlapping partitions", do: :stop, else: event
-  rescue
-    _ -> event
+    HRW.TestPeers.distributed!()
   end
 
   # -- helpers -----------------------------------------------------------------------
 
-  # A peer node on 127.0.0.1 with this project's code, connected to every visible
-  # node (so each member sees the same cluster), stopped when the test ends.
-  defp start_peer(tag) do
-    {:ok, peer, node} =
-      :peer.start(%{
-        name: :"hrw_cl_#{tag}_#{System.pid()}_#{System.unique_integer([:positive])}",
-        host: ~c"127.0.0.1",
-        longnames: true,
-        # (global's warnings about the disconnects of stopped peers are noise here)
-        args: [
-          ~c"-kernel",
-          ~c"logger_level",
-          ~c"error" | Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
-        ]
-      })
-
-    for other <- Node.list(), other != node, do: true = :erpc.call(node, Node, :connect, [other])
-    on_exit(fn -> stop_peer(peer) end)
-    {peer, node}
-  end
-
-  defp stop_peer(peer) do
-    :peer.stop(peer)
-  catch
-    :exit, _ -> :ok
-  end
+  defp start_peer(tag), do: HRW.TestPeers.start_peer(:hrw_cl, tag, connect: true)
+  defp stop_peer(peer), do: HRW.TestPeers.stop_peer(peer)
 
   defp start_remote_cluster(node, opts) do
     {:ok, _pid} = :erpc.call(node, HRW.Cluster, :start, [opts])

@@ -345,20 +345,8 @@ defmodule HRW.OverridesDistributionTest do
   import HRW.TestStats
 
   setup_all do
-    unless Node.alive?() do
-      {_, 0} = System.cmd("epmd", ["-daemon"])
-      {:ok, _} = Node.start(:"hrw_test_#{System.pid()}@127.0.0.1", :longnames)
-    end
-
-    {:ok, peer, node} =
-      :peer.start(%{
-        name: :"hrw_ov_peer_#{System.pid()}_#{System.unique_integer([:positive])}",
-        host: ~c"127.0.0.1",
-        longnames: true,
-        args: Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
-      })
-
-    on_exit(fn -> :peer.stop(peer) end)
+    HRW.TestPeers.distributed!()
+    {_peer, node} = HRW.TestPeers.start_peer(:hrw_ov_peer, :main)
     {:ok, node: node}
   end
 
