@@ -97,45 +97,15 @@ defmodule KeysBench do
 
   def libring([], _), do: :ok
 
-  # libring's algorithm: 128 points per node on a 2^32 circle, a key's owner is the
-  # node of the first point at or after phash2(key) (wrapping to the smallest).
-  def libring_new(nodes) do
-    nodes
-    |> Enum.flat_map(fn node ->
-      for i <- 0..127, do: {:erlang.phash2({node, i}, 4_294_967_296), node}
-    end)
-    |> Enum.sort()
-    |> Enum.dedup_by(&elem(&1, 0))
-    |> :gb_trees.from_orddict()
-  end
+  defdelegate libring_new(nodes), to: Mix.Tasks.Hrw.Report.Yardsticks, as: :libring_style
 
-  def libring_owner(tree, key) do
-    hash = :erlang.phash2(key, 4_294_967_296)
+  defdelegate libring_owner(tree, key),
+    to: Mix.Tasks.Hrw.Report.Yardsticks,
+    as: :libring_style_owner
 
-    case :gb_trees.next(:gb_trees.iterator_from(hash, tree)) do
-      {_point, node, _iter} -> node
-      :none -> elem(:gb_trees.smallest(tree), 1)
-    end
-  end
-
-  # hrw 0.2.1's bounded greedy, as HRW.Bounded runs it with a hash_fn.
-  def old_bounded(keys, nodes, epsilon) do
-    keys = keys |> Enum.sort() |> Enum.dedup()
-    nodes = nodes |> Enum.sort() |> Enum.dedup()
-    cap = ceil(length(keys) / length(nodes) * (1 + epsilon))
-
-    {assigned, _} =
-      Enum.reduce(keys, {%{}, %{}}, fn key, {assigned, load} ->
-        node =
-          nodes
-          |> Enum.filter(&(Map.get(load, &1, 0) < cap))
-          |> Enum.max_by(&:erlang.phash2({key, &1}))
-
-        {Map.put(assigned, key, node), Map.update(load, node, 1, &(&1 + 1))}
-      end)
-
-    assigned
-  end
+  # hrw 0.2.1's bounded greedy: HRW.Bounded runs exactly it given phash2.
+  def old_bounded(keys, nodes, epsilon),
+    do: HRW.Bounded.assignments(keys, nodes, epsilon: epsilon, hash_fn: &:erlang.phash2/1)
 
   def f(x) when x >= 100, do: :erlang.float_to_binary(x / 1, decimals: 0)
   def f(x), do: :erlang.float_to_binary(x / 1, decimals: 2)

@@ -37,28 +37,11 @@ defmodule HRWBench do
   def keys(_n, type),
     do: raise(ArgumentError, "unknown key type #{inspect(type)}: binary, integer or tuple")
 
-  @doc """
-  libring's algorithm written here (not libring's code), as a yardstick that needs
-  no package: 128 points per node on a 2^32 circle, each `phash2({node, i}, 2^32)`,
-  in a `:gb_trees`; a key's owner is the node of the first point at or after
-  `phash2(key, 2^32)`, wrapping to the smallest.
-  """
-  def libring_style(nodes) do
-    nodes
-    |> Enum.flat_map(fn node ->
-      for i <- 0..127, do: {:erlang.phash2({node, i}, 4_294_967_296), node}
-    end)
-    |> Enum.sort()
-    |> Enum.dedup_by(&elem(&1, 0))
-    |> :gb_trees.from_orddict()
-  end
+  @doc "A libring-style ring (the yardstick `mix hrw.report` uses; no package)."
+  defdelegate libring_style(nodes), to: Mix.Tasks.Hrw.Report.Yardsticks
 
-  def libring_style_owner(tree, key) do
-    case :gb_trees.next(:gb_trees.iterator_from(:erlang.phash2(key, 4_294_967_296), tree)) do
-      {_point, node, _iter} -> node
-      :none -> elem(:gb_trees.smallest(tree), 1)
-    end
-  end
+  @doc "The owner of `key` on a libring-style ring."
+  defdelegate libring_style_owner(tree, key), to: Mix.Tasks.Hrw.Report.Yardsticks
 
   @doc """
   hrw 0.2.1 under a renamed module (it is the app :hrw with the module HRW, like

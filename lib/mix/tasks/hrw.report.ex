@@ -27,9 +27,9 @@ defmodule Mix.Tasks.Hrw.Report do
   """
   use Mix.Task
 
-  alias HRW.ReportSVG
+  alias Mix.Tasks.Hrw.Report.Yardsticks
 
-  @circle 4_294_967_296
+  alias HRW.ReportSVG
 
   @switches [keys: :integer, large: :boolean, out: :string, help: :boolean]
 
@@ -143,37 +143,17 @@ defmodule Mix.Tasks.Hrw.Report do
       nodes = node_names(n)
       ring = HRW.Ring.new(nodes)
       skeleton = HRW.build(nodes)
-      libring = libring_style(nodes)
+      libring = Yardsticks.libring_style(nodes)
 
       for {type, key} <- key_types() do
         phash2 = median_ns(&:erlang.phash2/1, 1, key)
         term_id = median_ns(&HRW.term_id/1, 1, key)
         ring_ns = median_ns(&HRW.owner(&1, ring), 1, key)
         skeleton_ns = median_ns(&HRW.owner(&1, skeleton), 1, key)
-        libring_ns = median_ns(&libring_style_owner(libring, &1), 1, key)
+        libring_ns = median_ns(&Yardsticks.libring_style_owner(libring, &1), 1, key)
         cells = [n, type, fmt(phash2), fmt(term_id), fmt(ring_ns), fmt(skeleton_ns)]
         line(row(cells ++ [fmt(libring_ns), fmt(skeleton_ns / libring_ns) <> "x"]))
       end
-    end
-  end
-
-  # libring's algorithm, written here as a yardstick (not libring's code): 128
-  # points per node on a 2^32 circle, `phash2({node, i}, 2^32)` each; a key's owner
-  # is the node of the first point at or after `phash2(key, 2^32)`, wrapping around.
-  defp libring_style(nodes) do
-    nodes
-    |> Enum.flat_map(fn node ->
-      for i <- 0..127, do: {:erlang.phash2({node, i}, @circle), node}
-    end)
-    |> Enum.sort()
-    |> Enum.dedup_by(&elem(&1, 0))
-    |> :gb_trees.from_orddict()
-  end
-
-  defp libring_style_owner(tree, key) do
-    case :gb_trees.next(:gb_trees.iterator_from(:erlang.phash2(key, @circle), tree)) do
-      {_point, node, _iter} -> node
-      :none -> elem(:gb_trees.smallest(tree), 1)
     end
   end
 

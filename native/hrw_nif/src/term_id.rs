@@ -16,17 +16,18 @@
 //! at the step itself, for test/hrw/budget_test.exs.
 
 use crate::failure::{bad_arg, Budget, Failure, Outcome};
+use crate::tuple_view::TupleView;
 use hrw_core::term_hash::{self, tag, IdStack, Mark, MAX_ATOM_CHARS, MAX_ATOM_UTF8_BYTES};
 use hrw_core::work;
 use rustler::sys::{
-    enif_get_atom, enif_get_int64, enif_get_tuple, enif_inspect_binary, enif_is_atom,
-    enif_map_iterator_create, enif_map_iterator_destroy, enif_map_iterator_get_pair,
-    enif_map_iterator_next, enif_term_to_binary, ErlNifBinary, ErlNifCharEncoding,
-    ErlNifMapIterator, ErlNifMapIteratorEntry, ErlNifTerm,
+    enif_get_atom, enif_get_int64, enif_inspect_binary, enif_is_atom, enif_map_iterator_create,
+    enif_map_iterator_destroy, enif_map_iterator_get_pair, enif_map_iterator_next,
+    enif_term_to_binary, ErlNifBinary, ErlNifCharEncoding, ErlNifMapIterator,
+    ErlNifMapIteratorEntry, ErlNifTerm,
 };
 use rustler::{Encoder, Env, OwnedBinary, Term, TermType};
 use std::mem::MaybeUninit;
-use std::os::raw::{c_char, c_int, c_uint};
+use std::os::raw::{c_char, c_uint};
 
 /// Deeper nesting is refused: it keeps recursion far inside a scheduler's stack.
 /// The term itself is at depth 0, the elements of a container at depth `d` are at
@@ -349,31 +350,11 @@ fn charge_map(n: usize, budget: &mut Budget) -> Outcome<()> {
     budget.charge(sort_cost(n))
 }
 
-/// The elements of a tuple term, in place.
+/// The elements of a tuple term, in place (raw: the fast paths read them as such).
 fn tuple_elements<'a>(term: Term<'a>) -> Outcome<&'a [ErlNifTerm]> {
-    let env = term.get_env();
-    let mut arity: c_int = 0;
-    let mut array: MaybeUninit<*const ErlNifTerm> = MaybeUninit::uninit();
-    // SAFETY: both out-pointers are valid; on success the VM stores the arity and
-    // a pointer to the tuple's elements, which live as long as the term (this call).
-    let ok = unsafe {
-        enif_get_tuple(
-            env.as_c_arg(),
-            term.as_c_arg(),
-            &mut arity,
-            array.as_mut_ptr(),
-        )
-    };
-    if ok == 0 || arity < 0 {
-        return Err(unreadable("tuple"));
-    }
-    Ok(if arity == 0 {
-        &[]
-    } else {
-        // SAFETY: the call succeeded, so the pointer is initialised and points at
-        // `arity` element terms of the tuple, alive as long as the term.
-        unsafe { std::slice::from_raw_parts(array.assume_init(), arity as usize) }
-    })
+    TupleView::of(term)
+        .map(|t| t.raw())
+        .ok_or_else(|| unreadable("tuple"))
 }
 
 /// A lock-free, insert-only table from an atom's term value to its id, shared by

@@ -38,6 +38,11 @@ impl<'a> TupleView<'a> {
         }
     }
 
+    /// The elements as raw terms of the tuple's env, valid for `'a`.
+    pub fn raw(&self) -> &'a [ErlNifTerm] {
+        self.elements
+    }
+
     pub fn len(&self) -> usize {
         self.elements.len()
     }
