@@ -81,6 +81,30 @@ defmodule HRW.TestPeers do
     {peer, node}
   end
 
+  @doc """
+  Polls `check` every 10 ms until it returns true; flunks with `message` (a string or
+  a function giving one) after `timeout` ms. A wait for an asynchronous event, with
+  a deadline far above its usual time: nothing here depends on machine speed.
+  """
+  def eventually(check, message, timeout \\ 15_000) do
+    poll(check, message, System.monotonic_time(:millisecond) + timeout)
+  end
+
+  defp poll(check, message, deadline) do
+    cond do
+      check.() ->
+        :ok
+
+      System.monotonic_time(:millisecond) > deadline ->
+        text = if is_function(message), do: message.(), else: message
+        ExUnit.Assertions.flunk("timed out waiting: " <> text)
+
+      true ->
+        Process.sleep(10)
+        poll(check, message, deadline)
+    end
+  end
+
   @doc "Stops a peer; one already gone is fine."
   def stop_peer(peer) do
     :peer.stop(peer)

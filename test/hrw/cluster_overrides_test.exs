@@ -15,24 +15,7 @@ defmodule HRW.ClusterOverridesTest do
   defp start_peer(tag), do: HRW.TestPeers.start_peer(:hrw_ov, tag)
   defp stop_peer(peer), do: HRW.TestPeers.stop_peer(peer)
 
-  defp eventually(check, message, timeout \\ 15_000) do
-    deadline = System.monotonic_time(:millisecond) + timeout
-    poll(check, message, deadline)
-  end
-
-  defp poll(check, message, deadline) do
-    cond do
-      check.() ->
-        :ok
-
-      System.monotonic_time(:millisecond) > deadline ->
-        flunk("timed out waiting: " <> message)
-
-      true ->
-        Process.sleep(10)
-        poll(check, message, deadline)
-    end
-  end
+  import HRW.TestPeers, only: [eventually: 2]
 
   # Looks "hot" and plain keys up in a loop; counts lookups that raise or answer nil.
   defp start_lookups(name) do

@@ -14,25 +14,7 @@ defmodule HRW.ClusterRobustnessTest do
 
   defp start_peer(tag), do: HRW.TestPeers.start_peer(:hrw_rb, tag)
 
-  # Polls `check` every 10 ms until it returns true, failing after `timeout` ms.
-  defp eventually(check, message, timeout \\ 15_000) do
-    deadline = System.monotonic_time(:millisecond) + timeout
-    poll(check, message, deadline)
-  end
-
-  defp poll(check, message, deadline) do
-    cond do
-      check.() ->
-        :ok
-
-      System.monotonic_time(:millisecond) > deadline ->
-        flunk("timed out waiting: " <> if(is_function(message), do: message.(), else: message))
-
-      true ->
-        Process.sleep(10)
-        poll(check, message, deadline)
-    end
-  end
+  import HRW.TestPeers, only: [eventually: 2]
 
   # A process that looks keys up in every cluster of `names` in a loop until told to
   # stop, and counts the lookups that failed: raised, or answered something that is

@@ -20,25 +20,7 @@ defmodule HRW.ClusterTest do
     {:ok, _pid} = :erpc.call(node, HRW.Cluster, :start, [opts])
   end
 
-  # Polls `check` every 10 ms until it returns true, failing after `timeout` ms.
-  defp eventually(check, message, timeout \\ 10_000) do
-    deadline = System.monotonic_time(:millisecond) + timeout
-    poll(check, message, deadline)
-  end
-
-  defp poll(check, message, deadline) do
-    cond do
-      check.() ->
-        :ok
-
-      System.monotonic_time(:millisecond) > deadline ->
-        flunk("timed out waiting: " <> if(is_function(message), do: message.(), else: message))
-
-      true ->
-        Process.sleep(10)
-        poll(check, message, deadline)
-    end
-  end
+  import HRW.TestPeers, only: [eventually: 2]
 
   defp members_on(node, name) do
     :erpc.call(node, HRW.Cluster, :members, [name])
