@@ -30,24 +30,33 @@ pub const fn assign_cost(keys: usize, nodes: usize) -> u64 {
     work::sort(keys) + 2 * work::ELEMENT * (k + n) + k * (2 * work::SCORE + work::ELEMENT) * n
 }
 
+/// Assigns distinct `keys` to distinct `nodes` (ids): sorts the keys, then
+/// [`assign_sorted`].
 pub fn assign(keys: &[u64], nodes: &[u64], epsilon: f64) -> Assignment {
-    work::count(work::sort(keys.len()) + 2 * work::ELEMENT * (keys.len() + nodes.len()) as u64);
-    let mut order: Vec<usize> = (0..keys.len()).collect();
-    order.sort_unstable_by_key(|&i| keys[i]);
+    let mut sorted: Vec<(u64, usize)> = keys.iter().copied().zip(0..).collect();
+    crate::sort::by_id(&mut sorted);
+    let ids: Vec<u64> = sorted.iter().map(|e| e.0).collect();
+    Assignment {
+        order: sorted.iter().map(|e| e.1).collect(),
+        node_of: assign_sorted(&ids, nodes, epsilon),
+    }
+}
+
+/// [`assign`] of keys already in processing order (ascending ids, distinct): each
+/// key's node index, in that order.
+pub fn assign_sorted(keys: &[u64], nodes: &[u64], epsilon: f64) -> Vec<usize> {
+    debug_assert!(keys.windows(2).all(|w| w[0] < w[1]));
+    work::count(2 * work::ELEMENT * (keys.len() + nodes.len()) as u64);
     if nodes.is_empty() {
-        return Assignment {
-            order,
-            node_of: Vec::new(),
-        };
+        return Vec::new();
     }
     let cap = cap(keys.len(), nodes.len(), epsilon).max(1);
     let prepared: Vec<u64> = nodes.iter().map(|&id| n3::linear(id)).collect();
     let mut load = vec![0usize; nodes.len()];
     let backend = scan::Backend::detect();
-    let node_of = order
-        .iter()
-        .map(|&i| {
-            let tk = n3::prepared_key(keys[i]);
+    keys.iter()
+        .map(|&key| {
+            let tk = n3::prepared_key(key);
             let first = backend.argmax(&prepared, tk).unwrap_or(0);
             let pick = if load[first] < cap {
                 first
@@ -57,8 +66,7 @@ pub fn assign(keys: &[u64], nodes: &[u64], epsilon: f64) -> Assignment {
             load[pick] += 1;
             pick
         })
-        .collect();
-    Assignment { order, node_of }
+        .collect()
 }
 
 /// The highest-scoring node whose load is below `cap`. The caps add up to at least

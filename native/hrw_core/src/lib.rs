@@ -6,7 +6,7 @@
 //! * [`n3`]: the score function (a frozen contract).
 //! * [`scan`]: argmax / top-k over prepared node ids, portable and SIMD backends.
 //! * [`ring`]: the exact prepared ring; [`nodes`]: deduplication of node sets.
-//! * [`bounded`]: bounded-load assignment of a known key set.
+//! * [`bounded`]: bounded-load assignment of a known key set; [`sort`]: sorting by id.
 //! * [`term_hash`]: the canonical term-id scheme's primitive encodings.
 //! * [`work`]: the cost model that normal-scheduler budgets charge, and its tally.
 
@@ -16,6 +16,7 @@ pub mod nodes;
 pub mod ring;
 pub mod scan;
 pub mod skeleton;
+pub mod sort;
 pub mod term_hash;
 pub mod weighted;
 pub mod work;

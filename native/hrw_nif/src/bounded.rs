@@ -3,9 +3,12 @@
 use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
 use crate::term_id::term_id_raw;
-use hrw_core::bounded::{assign, assign_cost};
+use hrw_core::bounded::{assign_cost, assign_sorted};
+use hrw_core::sort;
 use hrw_core::work;
+use rustler::sys::{enif_make_map_from_arrays, ErlNifTerm};
 use rustler::{Env, Term};
+use std::mem::MaybeUninit;
 
 /// Budget units per key beyond hashing it: the cell, the entry, its node scans (a
 /// first choice, and a second scan when that node is full), and its result entry.
@@ -28,42 +31,59 @@ fn assignments<'a>(
     } else {
         keys.list_length().unwrap_or(0)
     };
-    let mut entries: Vec<(u64, Term<'a>)> = Vec::with_capacity(expected);
+    // (id, position) per key, and the key terms by position.
+    let mut order: Vec<(u64, usize)> = Vec::with_capacity(expected);
+    let mut terms: Vec<ErlNifTerm> = Vec::with_capacity(expected);
     let proper = crate::list::for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
         work::count(2 * work::ELEMENT);
-        let id = term_id_raw(env, key, &mut budget)?;
-        // SAFETY: a cell of the key list, valid in `env` for this call.
-        entries.push((id, unsafe { Term::new(env, key) }));
+        order.push((term_id_raw(env, key, &mut budget)?, terms.len()));
+        terms.push(key);
         Ok(())
     })?;
     if !proper {
         return bad_arg("keys must be a proper list");
     }
-    // The sorts: ours, the assignment's own and the result map's.
-    let k = entries.len();
+    // The sorts: ours (the assignment's order) and the result map's.
+    let k = order.len();
     budget.charge(
         3 * work::sort(k)
             + assign_cost(k, 0)
             + 2 * work::ELEMENT * set.nodes.len() as u64
             + 2 * work::ELEMENT * k as u64,
     )?;
-    // Equal ids are equal keys (`0.0` and `-0.0`): keep the first occurrence in
-    // the input (a stable sort keeps input order within equal ids).
-    work::count(work::sort(k) + 2 * work::ELEMENT * k as u64);
-    // By (id, position): the order of a stable sort by id, without its buffer.
-    let mut order: Vec<(u64, usize)> = entries.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
-    order.sort_unstable();
+    // By (id, position), the order of a stable sort by id; equal ids are equal keys
+    // (`0.0` and `-0.0`): the first occurrence in the input stays.
+    sort::by_id(&mut order);
     order.dedup_by_key(|e| e.0);
+    work::count(2 * work::ELEMENT * k as u64 + work::sort(k));
     let ids: Vec<u64> = order.iter().map(|e| e.0).collect();
-    let entries: Vec<(u64, Term<'a>)> = order.iter().map(|&(_, i)| entries[i]).collect();
     let node_ids: Vec<u64> = set.nodes.iter().map(|n| n.0).collect();
-    let a = assign(&ids, &node_ids, epsilon);
-    work::count(2 * work::ELEMENT * ids.len() as u64 + work::sort(ids.len()));
-    let key_terms: Vec<Term<'a>> = a.order.iter().map(|&i| entries[i].1).collect();
-    let node_terms: Vec<Term<'a>> = a.node_of.iter().map(|&n| set.terms[n]).collect();
-    Term::map_from_term_arrays(env, &key_terms, &node_terms)
-        .or_else(|_| bad_arg("could not build the assignment map"))
+    let node_of = assign_sorted(&ids, &node_ids, epsilon);
+    // Raw terms straight into the VM's map builder (no intermediate `Term` arrays).
+    let key_terms: Vec<ErlNifTerm> = order.iter().map(|&(_, i)| terms[i]).collect();
+    let node_terms: Vec<ErlNifTerm> = node_of.iter().map(|&n| set.terms[n].as_c_arg()).collect();
+    if key_terms.len() != node_terms.len() {
+        // No node to assign the keys to.
+        return bad_arg("nodes must not be empty");
+    }
+    let mut map = MaybeUninit::uninit();
+    // SAFETY: two arrays of `key_terms.len()` terms (checked above) of this call's env (keys made
+    // distinct above) and a valid out-pointer; on success the VM writes the map.
+    let made = unsafe {
+        enif_make_map_from_arrays(
+            env.as_c_arg(),
+            key_terms.as_ptr(),
+            node_terms.as_ptr(),
+            key_terms.len(),
+            map.as_mut_ptr(),
+        )
+    };
+    if made == 0 {
+        return bad_arg("could not build the assignment map");
+    }
+    // SAFETY: written by the successful call; a term of this call's env.
+    Ok(unsafe { Term::new(env, map.assume_init()) })
 }
 
 twin_nifs!(bounded_assignments_normal, bounded_assignments_dirty, bounded_assignments_probe => assignments(env, keys, nodes, epsilon),
