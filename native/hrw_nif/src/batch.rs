@@ -15,6 +15,7 @@ use crate::tuple_view::TupleView;
 use hrw_core::ring::Ring;
 use hrw_core::work;
 use rayon::prelude::*;
+use rustler::sys::{enif_make_list_from_array, ErlNifTerm};
 use rustler::{Atom, Encoder, Env, Term};
 use std::sync::OnceLock;
 
@@ -47,6 +48,20 @@ impl Lookup<'_> {
             Lookup::Ring(r) => r.0.owner(key).unwrap_or(0),
             Lookup::Skeleton(s) => s.0.owner(key),
             Lookup::List(r) => r.owner(key).unwrap_or(0),
+        }
+    }
+
+    /// `out[i] = owner(keys[i])`: a skeleton looks many keys up at once (its
+    /// descents overlap their cache misses); the others one key at a time.
+    #[inline]
+    fn owners_of(&self, keys: &[u64], out: &mut [u32]) {
+        match self {
+            Lookup::Skeleton(s) => s.0.owners_of(keys, out),
+            other => {
+                for (o, k) in out.iter_mut().zip(keys) {
+                    *o = other.owner(*k) as u32;
+                }
+            }
         }
     }
 
@@ -187,16 +202,7 @@ fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
 /// Phase 2: every key's owner index in each lookup (its cost was charged per key).
 fn owner_indices(ids: &[u64], lookups: &[&Lookup<'_>], threads: usize) -> Vec<Vec<u32>> {
     work::count(work::ELEMENT * (ids.len() * lookups.len()) as u64);
-    // A skeleton looks many keys up at once (its descents overlap their cache
-    // misses); the others one key at a time.
-    let chunk = |lookup: &Lookup<'_>, keys: &[u64], out: &mut [u32]| match lookup {
-        Lookup::Skeleton(s) => s.0.owners_of(keys, out),
-        other => {
-            for (o, k) in out.iter_mut().zip(keys) {
-                *o = other.owner(*k) as u32;
-            }
-        }
-    };
+    let chunk = |lookup: &Lookup<'_>, keys: &[u64], out: &mut [u32]| lookup.owners_of(keys, out);
     let parallel = threads > 1 && ids.len() >= PARALLEL_MIN_KEYS;
     let all = |lookup: &&Lookup<'_>| {
         let mut out = vec![0u32; ids.len()];
@@ -251,11 +257,85 @@ fn owners<'a>(
     threads: usize,
     mut budget: Budget,
 ) -> Outcome<Term<'a>> {
+    // Only a dirty call with many keys runs on the pool (a normal call has at most
+    // a few thousand keys); every other call streams.
+    // A dirty call sizes its result once (no reallocation of a large vector).
+    let expected = if budget.is_limited() {
+        0
+    } else {
+        keys.list_length().unwrap_or(0)
+    };
+    if threads <= 1 || expected < PARALLEL_MIN_KEYS {
+        return streamed_owners(env, keys, t, expected, &mut budget);
+    }
     let b = run(keys, &[t], false, threads, &mut budget)?;
     let nodes = &b.targets[0].nodes;
     work::count(2 * work::ELEMENT * b.owners[0].len() as u64);
-    let out: Vec<Term<'a>> = b.owners[0].iter().map(|&i| nodes.get(i)).collect();
-    Ok(out.encode(env))
+    let out: Vec<ErlNifTerm> = b.owners[0]
+        .iter()
+        .map(|&i| nodes.get(i).as_c_arg())
+        .collect();
+    make_list(env, &out)
+}
+
+/// Keys looked up per step of [`streamed_owners`]: enough for the skeleton's
+/// lock-step descents, few enough that the ids stay in the L1 cache.
+const STREAM_CHUNK: usize = 256;
+
+/// [`owners`] on the calling thread in one pass: ids are hashed and looked up
+/// [`STREAM_CHUNK`] at a time, and only the result array grows with the keys (no
+/// key-sized id or index buffers to allocate, fault in and read back).
+fn streamed_owners<'a>(
+    env: Env<'a>,
+    keys: Term<'a>,
+    t: Term<'a>,
+    expected: usize,
+    budget: &mut Budget,
+) -> Outcome<Term<'a>> {
+    let target = target(t, budget)?;
+    let per_key = COST_PER_KEY + target.lookup.cost_per_key() + work::ELEMENT;
+    let mut result: Vec<ErlNifTerm> = Vec::with_capacity(expected);
+    let mut ids = [0u64; STREAM_CHUNK];
+    let mut out = [0u32; STREAM_CHUNK];
+    let mut pending = 0;
+    let (lookup, nodes) = (&target.lookup, &target.nodes);
+    let mut flush = |ids: &[u64], result: &mut Vec<ErlNifTerm>| {
+        work::count(3 * work::ELEMENT * ids.len() as u64);
+        let out = &mut out[..ids.len()];
+        lookup.owners_of(ids, out);
+        result.extend(out.iter().map(|&i| nodes.get(i).as_c_arg()));
+    };
+    let proper = crate::list::for_each_raw_cell(keys, |key| {
+        budget.charge(per_key)?;
+        work::count(3 * work::ELEMENT);
+        ids[pending] = term_id_raw(env, key, budget)?;
+        pending += 1;
+        if pending == STREAM_CHUNK {
+            flush(&ids, &mut result);
+            pending = 0;
+        }
+        Ok(())
+    })?;
+    if !proper {
+        return bad_arg("keys must be a proper list");
+    }
+    flush(&ids[..pending], &mut result);
+    make_list(env, &result)
+}
+
+/// A list of raw terms of this call's env.
+fn make_list<'a>(env: Env<'a>, terms: &[ErlNifTerm]) -> Outcome<Term<'a>> {
+    let Ok(len) = u32::try_from(terms.len()) else {
+        return bad_arg("too many keys for one list");
+    };
+    // SAFETY: `len` terms of this call's env at `terms`; the VM copies them into a
+    // new list (a term of the env) and keeps no pointer to the slice.
+    Ok(unsafe {
+        Term::new(
+            env,
+            enif_make_list_from_array(env.as_c_arg(), terms.as_ptr(), len),
+        )
+    })
 }
 
 fn groups<'a>(
