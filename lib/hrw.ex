@@ -109,10 +109,14 @@ defmodule HRW do
   # The common calls, with no options, skip option parsing.
   def owner(key, nodes, []) when is_list(nodes), do: list_owner(key, nodes, false)
 
-  def owner(key, %HRW.Skeleton{resource: r, overrides: nil} = skeleton, []) when is_reference(r),
-    do: Native.skeleton_owner(skeleton, key)
+  def owner(key, %HRW.Skeleton{resource: r, nodes: nodes, overrides: nil} = skeleton, [])
+      when is_reference(r),
+      do: Native.skeleton_owner(r, nodes, skeleton, key)
 
-  def owner(key, %HRW.Ring{overrides: nil} = ring, []), do: Native.ring_owner(ring, key)
+  def owner(key, %HRW.Ring{resource: r, nodes: nodes, overrides: nil} = ring, [])
+      when is_reference(r),
+      do: Native.ring_owner(r, nodes, ring, key)
+
   def owner(key, %HRW.Ring{} = ring, []), do: HRW.Ring.owner(ring, key)
   def owner(key, %HRW.Skeleton{} = skeleton, []), do: HRW.Skeleton.owner(skeleton, key)
 

@@ -84,7 +84,14 @@ defmodule HRW.Native do
     do: twin(:skeleton_new, [nodes, weighted?, leaf_size])
 
   @spec ring_owner(HRW.Ring.t(), term()) :: term()
-  def ring_owner(%HRW.Ring{nodes: nodes, resource: resource} = ring, key) do
+  def ring_owner(%HRW.Ring{nodes: nodes, resource: resource} = ring, key),
+    do: ring_owner(resource, nodes, ring, key)
+
+  # The hot path of `HRW.owner/2`: the caller has matched the struct's fields, and
+  # the struct is only needed again for a stale rebuild. (Matching them here, in the
+  # function that holds the `try`, measured ~13 ns slower per call.)
+  @spec ring_owner(reference(), tuple(), HRW.Ring.t(), term()) :: term()
+  def ring_owner(resource, nodes, ring, key) do
     elem(nodes, twin(:ring_owner, [resource, key]))
   catch
     :error, :hrw_stale_resource ->
@@ -102,7 +109,12 @@ defmodule HRW.Native do
   end
 
   @spec skeleton_owner(HRW.Skeleton.t(), term()) :: term()
-  def skeleton_owner(%HRW.Skeleton{nodes: nodes, resource: resource} = skeleton, key) do
+  def skeleton_owner(%HRW.Skeleton{nodes: nodes, resource: resource} = skeleton, key),
+    do: skeleton_owner(resource, nodes, skeleton, key)
+
+  # As `ring_owner/4`.
+  @spec skeleton_owner(reference(), tuple(), HRW.Skeleton.t(), term()) :: term()
+  def skeleton_owner(resource, nodes, skeleton, key) do
     elem(nodes, twin(:skeleton_owner, [resource, key]))
   catch
     :error, :hrw_stale_resource ->
