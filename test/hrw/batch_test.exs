@@ -32,8 +32,8 @@ defmodule HRW.BatchTest do
   # Mixed key types: binaries take the parallel hashing path, the rest the term path.
   defp keys(n), do: Enum.map(1..n//1, &if(rem(&1, 3) == 0, do: {:k, &1}, else: "key-#{&1}"))
 
-  # Sizes around the lookup chunk (256), the normal/dirty switch (8192) and the
-  # parallel threshold (20,000).
+  # Sizes around the skeleton's 8-key lock-step groups, the normal/dirty switch
+  # (8192 keys) and the parallel threshold (20,000).
   test "owner_batch equals one owner/3 per key, at every batch size" do
     sizes = [0, 1, 2, 255, 256, 257, 513, 8192, 8193, 19_999, 20_000, 20_001]
 

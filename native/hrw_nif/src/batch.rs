@@ -257,70 +257,15 @@ fn owners<'a>(
     threads: usize,
     mut budget: Budget,
 ) -> Outcome<Term<'a>> {
-    // Only a dirty call with many keys runs on the pool (a normal call has at most
-    // a few thousand keys); every other call streams.
-    // A dirty call sizes its result once (no reallocation of a large vector).
-    let expected = if budget.is_limited() {
-        0
-    } else {
-        keys.list_length().unwrap_or(0)
-    };
-    if threads <= 1 || expected < PARALLEL_MIN_KEYS {
-        return streamed_owners(env, keys, t, expected, &mut budget);
-    }
     let b = run(keys, &[t], false, threads, &mut budget)?;
     let nodes = &b.targets[0].nodes;
     work::count(2 * work::ELEMENT * b.owners[0].len() as u64);
+    // Raw terms straight into the VM's list builder (no `Term` array to convert).
     let out: Vec<ErlNifTerm> = b.owners[0]
         .iter()
         .map(|&i| nodes.get(i).as_c_arg())
         .collect();
     make_list(env, &out)
-}
-
-/// Keys looked up per step of [`streamed_owners`]: enough for the skeleton's
-/// lock-step descents, few enough that the ids stay in the L1 cache.
-const STREAM_CHUNK: usize = 256;
-
-/// [`owners`] on the calling thread in one pass: ids are hashed and looked up
-/// [`STREAM_CHUNK`] at a time, and only the result array grows with the keys (no
-/// key-sized id or index buffers to allocate, fault in and read back).
-fn streamed_owners<'a>(
-    env: Env<'a>,
-    keys: Term<'a>,
-    t: Term<'a>,
-    expected: usize,
-    budget: &mut Budget,
-) -> Outcome<Term<'a>> {
-    let target = target(t, budget)?;
-    let per_key = COST_PER_KEY + target.lookup.cost_per_key() + work::ELEMENT;
-    let mut result: Vec<ErlNifTerm> = Vec::with_capacity(expected);
-    let mut ids = [0u64; STREAM_CHUNK];
-    let mut out = [0u32; STREAM_CHUNK];
-    let mut pending = 0;
-    let (lookup, nodes) = (&target.lookup, &target.nodes);
-    let mut flush = |ids: &[u64], result: &mut Vec<ErlNifTerm>| {
-        work::count(3 * work::ELEMENT * ids.len() as u64);
-        let out = &mut out[..ids.len()];
-        lookup.owners_of(ids, out);
-        result.extend(out.iter().map(|&i| nodes.get(i).as_c_arg()));
-    };
-    let proper = crate::list::for_each_raw_cell(keys, |key| {
-        budget.charge(per_key)?;
-        work::count(3 * work::ELEMENT);
-        ids[pending] = term_id_raw(env, key, budget)?;
-        pending += 1;
-        if pending == STREAM_CHUNK {
-            flush(&ids, &mut result);
-            pending = 0;
-        }
-        Ok(())
-    })?;
-    if !proper {
-        return bad_arg("keys must be a proper list");
-    }
-    flush(&ids[..pending], &mut result);
-    make_list(env, &result)
 }
 
 /// A list of raw terms of this call's env.
