@@ -306,9 +306,12 @@ fn groups<'a>(
     let mut lists: Vec<Term<'a>> = Vec::new();
     for group in order.chunk_by(|&x, &y| owners[x as usize] == owners[y as usize]) {
         work::count(work::ELEMENT * group.len() as u64);
-        let members: Vec<Term<'a>> = group.iter().map(|&k| b.keys[k as usize]).collect();
+        let members: Vec<ErlNifTerm> = group
+            .iter()
+            .map(|&k| b.keys[k as usize].as_c_arg())
+            .collect();
         names.push(nodes.get(owners[group[0] as usize]));
-        lists.push(members.encode(env));
+        lists.push(make_list(env, &members)?);
     }
     work::count(work::sort(names.len()));
     Term::map_from_term_arrays(env, &names, &lists).or_else(|_| bad_arg("could not build the map"))
