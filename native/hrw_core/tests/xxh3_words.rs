@@ -1,6 +1,7 @@
-//! `term_hash::tagged_ids` computes XXH3-64 from the ids, without the bytes: it must
+//! `term_hash` computes XXH3-64 of short encodings from their words (the ids of a
+//! container, an integer in a register, a float's bits), without the bytes: each must
 //! equal the reference implementation over the bytes (docs/HASHING.md §2) for every
-//! tag, every width it accepts and any ids.
+//! tag, every width it accepts and any values.
 
 use hrw_core::term_hash::{self, tagged_ids, MAX_TAGGED_IDS, TERM_SEED};
 use proptest::prelude::*;
@@ -82,6 +83,66 @@ fn fixed_vectors_of_the_reference() {
                     tagged_ids(tag, &ids),
                     reference(tag, &ids),
                     "n {n} byte {byte} tag {tag}"
+                );
+            }
+        }
+    }
+}
+
+/// The contract's integer encoding: tag, sign, the magnitude's significant bytes.
+fn reference_int(negative: bool, magnitude: u64) -> u64 {
+    let len = (64 - magnitude.leading_zeros() as usize).div_ceil(8);
+    let mut bytes = vec![term_hash::tag::INTEGER, (negative && magnitude != 0) as u8];
+    bytes.extend_from_slice(&magnitude.to_le_bytes()[..len]);
+    xxh3_64_with_seed(&bytes, TERM_SEED)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 4096,
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource(
+            "proptest-regressions",
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    /// Integers are hashed from one register, floats from their bits: still the
+    /// reference's hash of their bytes, at every magnitude width.
+    #[test]
+    fn integers_and_floats_match_the_bytes(raw in any::<u64>(), width in 0u32..=64) {
+        let magnitude = if width == 64 { raw } else { raw & ((1u64 << width) - 1) };
+        prop_assert_eq!(term_hash::uint64(magnitude), reference_int(false, magnitude));
+        if magnitude <= i64::MAX as u64 {
+            let v = magnitude as i64;
+            prop_assert_eq!(term_hash::int64(v), reference_int(false, magnitude));
+            prop_assert_eq!(term_hash::int64(-v), reference_int(true, magnitude));
+        }
+        prop_assert_eq!(term_hash::int64(i64::MIN), reference_int(true, 1 << 63));
+        let f = f64::from_bits(raw);
+        if f == f && f != 0.0 {
+            let mut bytes = vec![term_hash::tag::FLOAT];
+            bytes.extend_from_slice(&raw.to_le_bytes());
+            prop_assert_eq!(term_hash::float(f), xxh3_64_with_seed(&bytes, TERM_SEED));
+        }
+    }
+}
+
+#[test]
+fn every_integer_width_and_edge_matches_the_bytes() {
+    for bits in 0..=64u32 {
+        for m in [
+            0u64,
+            1,
+            (1u128 << bits).wrapping_sub(1) as u64,
+            1u64.checked_shl(bits.saturating_sub(1)).unwrap_or(0),
+            0x0123_4567_89AB_CDEF >> (64 - bits.max(1)),
+        ] {
+            assert_eq!(term_hash::uint64(m), reference_int(false, m), "{m}");
+            if m <= i64::MAX as u64 {
+                assert_eq!(
+                    term_hash::int64(-(m as i64)),
+                    reference_int(true, m),
+                    "-{m}"
                 );
             }
         }
