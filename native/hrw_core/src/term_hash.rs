@@ -65,11 +65,13 @@ pub fn uint64(value: u64) -> u64 {
 #[inline]
 fn word(negative: bool, magnitude: u64) -> u64 {
     let len = (64 - magnitude.leading_zeros() as usize).div_ceil(8);
-    // The encoding's bytes, little-endian in one register, hashed from there
-    // (through memory, the hash's loads of them stall on store forwarding).
+    // Assembled in a register and stored whole: byte-by-byte stores would stall
+    // the hash's wider loads of the same bytes (store forwarding), ~40% of the time
+    // of a small integer's id.
     let sign = (negative && magnitude != 0) as u128;
     let word = tag::INTEGER as u128 | sign << 8 | (magnitude as u128) << 16;
-    words::short(word, 2 + len)
+    let buf = word.to_le_bytes();
+    xxh3_64_with_seed(&buf[..2 + len], TERM_SEED)
 }
 
 /// Widest container [`tagged_ids`] hashes (16 ids: a tuple of 16, a map of 8).
@@ -103,9 +105,9 @@ pub fn tagged_ids(tag: u8, ids: &[u64]) -> u64 {
 /// ids shifted by the tag byte (read from the front: `prev >> 56 | id << 8`, with
 /// the tag as the first `prev`) or whole ids (read from the back: the input is
 /// `1 + 8n` bytes long, so a word ending at the end starts just after a tag).
-/// Short encodings held in one register (an integer's) are hashed the same way.
+/// A float's encoding (the tag and its bits) is the 9-byte case.
 /// Written from the published description of XXH3 (xxHash's `doc/xxhash_spec.md`,
-/// 64-bit variant, inputs of 1..=16, 17..=128 and 129 bytes); equal bit for bit to
+/// 64-bit variant, inputs of 1, 9, 17..=128 and 129 bytes); equal bit for bit to
 /// `xxhash_rust::xxh3::xxh3_64_with_seed` of the same bytes (tested below and in
 /// `tests/xxh3_words.rs`).
 mod words {
@@ -130,7 +132,6 @@ mod words {
     const PRIME64_2: u64 = 0xC2B2_AE3D_27D4_EB4F;
     const PRIME64_3: u64 = 0x1656_67B1_9E37_79F9;
     const PRIME_MX1: u64 = 0x1656_6791_9E37_79F9;
-    const PRIME_MX2: u64 = 0x9FB2_1C65_1E98_DF25;
 
     /// The secret's little-endian 64-bit word at byte `at`.
     const fn secret64(at: usize) -> u64 {
@@ -175,11 +176,6 @@ mod words {
     const FLIP_LOW: u64 = (secret64(24) ^ secret64(32)).wrapping_add(TERM_SEED);
     const FLIP_HIGH: u64 = (secret64(40) ^ secret64(48)).wrapping_sub(TERM_SEED);
 
-    /// The 4..=8-byte case's key (secret bytes 8..24 and the seed with its low
-    /// half byte-swapped into its high half).
-    const FLIP_SMALL: u64 = (secret64(8) ^ secret64(16))
-        .wrapping_sub(TERM_SEED ^ ((TERM_SEED as u32).swap_bytes() as u64) << 32);
-
     /// The 1..=3-byte case's key (secret bytes 0..8, read as two 32-bit words).
     const FLIP_TINY: u64 = (secret32(0) ^ secret32(4)).wrapping_add(TERM_SEED);
 
@@ -208,36 +204,6 @@ mod words {
     fn front(tag: u64, ids: &[u64], j: usize) -> u64 {
         let prev = if j == 0 { tag } else { ids[j - 1] >> 56 };
         prev | ids[j] << 8
-    }
-
-    /// The first `len` bytes of `word` (little-endian), `len` ≤ 16 (more reads 16).
-    #[inline]
-    pub fn short(word: u128, len: usize) -> u64 {
-        let bytes = |at: usize| (word >> (8 * at)) as u64;
-        let len64 = len as u64;
-        match len {
-            1..=3 => {
-                // Last byte, the length, the first byte, the middle byte.
-                let combined = (bytes(len - 1) & 0xFF)
-                    | len64 << 8
-                    | (bytes(0) & 0xFF) << 16
-                    | (bytes(len >> 1) & 0xFF) << 24;
-                avalanche_xxh64(FLIP_TINY ^ combined)
-            }
-            4..=8 => {
-                let first = bytes(0) & 0xFFFF_FFFF;
-                let last = bytes(len - 4) & 0xFFFF_FFFF;
-                let mut x = FLIP_SMALL ^ (last | first << 32);
-                x ^= x.rotate_left(49) ^ x.rotate_left(24);
-                x = x.wrapping_mul(PRIME_MX2);
-                x ^= (x >> 35).wrapping_add(len64);
-                x = x.wrapping_mul(PRIME_MX2);
-                x ^ (x >> 28)
-            }
-            9..=16 => nine_to_sixteen(len64, bytes(0), bytes(len - 8)),
-            // Empty (no encoding is): the plain hash of the bytes.
-            _ => super::xxh3_64_with_seed(&word.to_le_bytes()[..len.min(16)], TERM_SEED),
-        }
     }
 
     /// The 9..=16-byte case from the first and the last 8 bytes.
