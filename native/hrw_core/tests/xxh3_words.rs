@@ -1,7 +1,7 @@
-//! `term_hash` computes XXH3-64 of short encodings from their words (the ids of a
-//! container, an integer in a register, a float's bits), without the bytes: each must
-//! equal the reference implementation over the bytes (docs/HASHING.md §2) for every
-//! tag, every width it accepts and any values.
+//! `term_hash` computes XXH3-64 of some short encodings from their words (the ids of
+//! a container, a float's bits), without the bytes, and of an integer's from a word
+//! stored whole: each must equal the reference implementation over the bytes
+//! (docs/HASHING.md §2) for every tag, every width it accepts and any values.
 
 use hrw_core::term_hash::{self, tagged_ids, MAX_TAGGED_IDS, TERM_SEED};
 use proptest::prelude::*;
@@ -106,8 +106,8 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    /// Integers are hashed from one register, floats from their bits: still the
-    /// reference's hash of their bytes, at every magnitude width.
+    /// Integers (assembled in one word) and floats (hashed from their bits): still
+    /// the reference's hash of their bytes, at every magnitude width.
     #[test]
     fn integers_and_floats_match_the_bytes(raw in any::<u64>(), width in 0u32..=64) {
         let magnitude = if width == 64 { raw } else { raw & ((1u64 << width) - 1) };
