@@ -44,7 +44,8 @@ fn assignments<'a>(
     if !proper {
         return bad_arg("keys must be a proper list");
     }
-    // The sorts: ours (the assignment's order) and the result map's.
+    // The sorts: ours (the assignment's order) and the result map's (charged twice
+    // over, as before this sort became linear).
     let k = order.len();
     budget.charge(
         3 * work::sort(k)
@@ -68,8 +69,9 @@ fn assignments<'a>(
         return bad_arg("nodes must not be empty");
     }
     let mut map = MaybeUninit::uninit();
-    // SAFETY: two arrays of `key_terms.len()` terms (checked above) of this call's env (keys made
-    // distinct above) and a valid out-pointer; on success the VM writes the map.
+    // SAFETY: two arrays of `key_terms.len()` terms of this call's env (lengths
+    // checked above) and a valid out-pointer; on success the VM writes the map (the
+    // keys are distinct, so it does not refuse them).
     let made = unsafe {
         enif_make_map_from_arrays(
             env.as_c_arg(),
