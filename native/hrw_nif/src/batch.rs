@@ -202,7 +202,6 @@ fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
 /// Phase 2: every key's owner index in each lookup (its cost was charged per key).
 fn owner_indices(ids: &[u64], lookups: &[&Lookup<'_>], threads: usize) -> Vec<Vec<u32>> {
     work::count(work::ELEMENT * (ids.len() * lookups.len()) as u64);
-    let chunk = |lookup: &Lookup<'_>, keys: &[u64], out: &mut [u32]| lookup.owners_of(keys, out);
     let parallel = threads > 1 && ids.len() >= PARALLEL_MIN_KEYS;
     let all = |lookup: &&Lookup<'_>| {
         let mut out = vec![0u32; ids.len()];
@@ -210,9 +209,9 @@ fn owner_indices(ids: &[u64], lookups: &[&Lookup<'_>], threads: usize) -> Vec<Ve
             Some(pool) => pool.install(|| {
                 out.par_chunks_mut(PARALLEL_CHUNK)
                     .zip(ids.par_chunks(PARALLEL_CHUNK))
-                    .for_each(|(out, keys)| chunk(lookup, keys, out))
+                    .for_each(|(out, keys)| lookup.owners_of(keys, out))
             }),
-            None => chunk(lookup, ids, &mut out),
+            None => lookup.owners_of(ids, &mut out),
         }
         out
     };
@@ -329,16 +328,16 @@ fn moves<'a>(
     let batch = run(keys, &[a, b], true, threads, &mut budget)?;
     let (from_nodes, to_nodes) = (&batch.targets[0].nodes, &batch.targets[1].nodes);
     work::count(4 * work::ELEMENT * batch.keys.len() as u64);
-    let out: Vec<Term<'a>> = batch
+    let out: Vec<ErlNifTerm> = batch
         .keys
         .iter()
         .zip(batch.owners[0].iter().zip(&batch.owners[1]))
         .filter_map(|(key, (&i, &j))| {
             let (from, to) = (from_nodes.get(i), to_nodes.get(j));
-            (from != to).then(|| (*key, from, to).encode(env))
+            (from != to).then(|| (*key, from, to).encode(env).as_c_arg())
         })
         .collect();
-    Ok(out.encode(env))
+    make_list(env, &out)
 }
 
 twin_nifs!(batch_owners_normal, batch_owners_dirty, batch_owners_probe => owners(env, keys, target, threads),

@@ -44,14 +44,14 @@ fn assignments<'a>(
     if !proper {
         return bad_arg("keys must be a proper list");
     }
-    // The sorts: ours (the assignment's order) and the result map's (charged twice
-    // over, as before this sort became linear).
+    // Two sorts (ours, for the assignment's order, and the result map's), the
+    // dedup and the id copy, the node ids, and the assignment's own pass over keys
+    // and nodes; the per-key scans were charged per key above.
     let k = order.len();
     budget.charge(
-        3 * work::sort(k)
-            + assign_cost(k, 0)
-            + 2 * work::ELEMENT * set.nodes.len() as u64
-            + 2 * work::ELEMENT * k as u64,
+        2 * work::sort(k)
+            + 4 * work::ELEMENT * k as u64
+            + 2 * work::ELEMENT * set.nodes.len() as u64,
     )?;
     // By (id, position), the order of a stable sort by id; equal ids are equal keys
     // (`0.0` and `-0.0`): the first occurrence in the input stays.
