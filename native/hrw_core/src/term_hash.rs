@@ -65,13 +65,11 @@ pub fn uint64(value: u64) -> u64 {
 #[inline]
 fn word(negative: bool, magnitude: u64) -> u64 {
     let len = (64 - magnitude.leading_zeros() as usize).div_ceil(8);
-    // Assembled in a register and stored whole: byte-by-byte stores would stall
-    // the hash's wider loads of the same bytes (store forwarding), ~40% of the time
-    // of a small integer's id.
+    // Assembled in a register and hashed from there (`words::short`): stored
+    // bytes read back as wider words stall on store forwarding.
     let sign = (negative && magnitude != 0) as u128;
     let word = tag::INTEGER as u128 | sign << 8 | (magnitude as u128) << 16;
-    let buf = word.to_le_bytes();
-    xxh3_64_with_seed(&buf[..2 + len], TERM_SEED)
+    words::short(word, 2 + len)
 }
 
 /// Widest container [`tagged_ids`] hashes (16 ids: a tuple of 16, a map of 8).
@@ -179,6 +177,11 @@ mod words {
     /// The 1..=3-byte case's key (secret bytes 0..8, read as two 32-bit words).
     const FLIP_TINY: u64 = (secret32(0) ^ secret32(4)).wrapping_add(TERM_SEED);
 
+    /// The 4..=8-byte case's key (secret bytes 8..24, and the seed with its low
+    /// half's bytes swapped into its high half).
+    const FLIP_SMALL: u64 = (secret64(8) ^ secret64(16))
+        .wrapping_sub(TERM_SEED ^ ((TERM_SEED as u32).swap_bytes() as u64) << 32);
+
     /// 128-bit product of `a` and `b`, its halves xored.
     #[inline(always)]
     fn fold(a: u64, b: u64) -> u64 {
@@ -225,6 +228,38 @@ mod words {
         x ^= x >> 29;
         x = x.wrapping_mul(PRIME64_3);
         x ^ (x >> 32)
+    }
+
+    /// The 4..=8-byte case's finish (xxHash's "rrmxmx").
+    #[inline(always)]
+    fn rrmxmx(mut x: u64, len: u64) -> u64 {
+        const M: u64 = 0x9FB2_1C65_1E98_DF25;
+        x ^= x.rotate_left(49) ^ x.rotate_left(24);
+        x = x.wrapping_mul(M);
+        x ^= (x >> 35).wrapping_add(len);
+        x = x.wrapping_mul(M);
+        x ^ (x >> 28)
+    }
+
+    /// The first `len` bytes (1..=16) of the little-endian `bytes` (the 1..=3,
+    /// 4..=8 and 9..=16-byte cases), read out of the register: storing the bytes
+    /// and loading the words back stalls both loads (~40% of a small integer's id).
+    #[inline(always)]
+    pub fn short(bytes: u128, len: usize) -> u64 {
+        let at = |byte: usize| bytes >> (8 * byte);
+        let len64 = len as u64;
+        if len <= 3 {
+            // First, middle and last byte, and the length.
+            let byte = |i: usize| at(i) as u64 & 0xFF;
+            let combined = byte(0) << 16 | byte(len >> 1) << 24 | byte(len - 1) | len64 << 8;
+            avalanche_xxh64(FLIP_TINY ^ combined)
+        } else if len <= 8 {
+            // The first and the last four bytes.
+            let (first, last) = (bytes as u32 as u64, at(len - 4) as u32 as u64);
+            rrmxmx(last.wrapping_add(first << 32) ^ FLIP_SMALL, len64)
+        } else {
+            nine_to_sixteen(len64, bytes as u64, at(len - 8) as u64)
+        }
     }
 
     /// The tag alone (1 byte: the 1..=3-byte case).
@@ -662,6 +697,28 @@ mod tests {
         // Reference values of XXH3-64 (seed 0) from the xxHash project's own tooling.
         assert_eq!(binary(b""), 0x2d06800538d394c2);
         assert_eq!(binary(b"a"), 0xe6c632b61e964e1f);
+    }
+
+    #[test]
+    fn short_inputs_hash_from_a_register_as_from_their_bytes() {
+        // Every length 1..=16, every byte value in every position.
+        let mut x = 0x9E37_79B9_7F4A_7C15u128 * 0x0123_4567_89AB_CDEF;
+        for len in 1..=16 {
+            for round in 0..300u32 {
+                x = x
+                    .wrapping_mul(0x2545_F491_4F6C_DD1D)
+                    .wrapping_add(u128::from(round));
+                let mut bytes = x.to_le_bytes();
+                bytes[(round as usize) % len] = (round % 256) as u8;
+                bytes[len..].fill(0);
+                let word = u128::from_le_bytes(bytes);
+                assert_eq!(
+                    words::short(word, len),
+                    xxh3_64_with_seed(&bytes[..len], TERM_SEED),
+                    "len {len} round {round}"
+                );
+            }
+        }
     }
 
     #[test]

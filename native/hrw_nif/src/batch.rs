@@ -254,9 +254,9 @@ fn owners<'a>(
     keys: Term<'a>,
     t: Term<'a>,
     threads: usize,
-    mut budget: Budget,
+    budget: &mut Budget,
 ) -> Outcome<Term<'a>> {
-    let b = run(keys, &[t], false, threads, &mut budget)?;
+    let b = run(keys, &[t], false, threads, budget)?;
     let nodes = &b.targets[0].nodes;
     work::count(2 * work::ELEMENT * b.owners[0].len() as u64);
     // Raw terms straight into the VM's list builder (no `Term` array to convert).
@@ -287,12 +287,12 @@ fn groups<'a>(
     keys: Term<'a>,
     t: Term<'a>,
     threads: usize,
-    mut budget: Budget,
+    budget: &mut Budget,
 ) -> Outcome<Term<'a>> {
     // The groups are built by sorting key positions by owner, so their cost depends
     // on the keys alone, never on how many nodes the target has. Charged up front
     // with an n·log n bound, then checked against the real count below.
-    let b = run(keys, &[t], true, threads, &mut budget)?;
+    let b = run(keys, &[t], true, threads, budget)?;
     let n = b.keys.len();
     budget.charge(2 * work::sort(n) + 2 * work::ELEMENT * n as u64)?;
     let nodes = &b.targets[0].nodes;
@@ -323,9 +323,9 @@ fn moves<'a>(
     a: Term<'a>,
     b: Term<'a>,
     threads: usize,
-    mut budget: Budget,
+    budget: &mut Budget,
 ) -> Outcome<Term<'a>> {
-    let batch = run(keys, &[a, b], true, threads, &mut budget)?;
+    let batch = run(keys, &[a, b], true, threads, budget)?;
     let (from_nodes, to_nodes) = (&batch.targets[0].nodes, &batch.targets[1].nodes);
     work::count(4 * work::ELEMENT * batch.keys.len() as u64);
     let out: Vec<ErlNifTerm> = batch

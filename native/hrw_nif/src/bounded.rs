@@ -21,9 +21,9 @@ fn assignments<'a>(
     keys: Term<'a>,
     nodes: Term<'a>,
     epsilon: f64,
-    mut budget: Budget,
+    budget: &mut Budget,
 ) -> Outcome<Term<'a>> {
-    let set = nodeset::decode(nodes, false, &mut budget)?;
+    let set = nodeset::decode(nodes, false, budget)?;
     let per_key = cost_per_key(set.nodes.len());
     // Sized once on a dirty scheduler (growing a large vector copies it).
     let expected = if budget.is_limited() {
@@ -37,7 +37,7 @@ fn assignments<'a>(
     let proper = crate::list::for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
         work::count(2 * work::ELEMENT);
-        order.push((term_id_raw(env, key, &mut budget)?, terms.len()));
+        order.push((term_id_raw(env, key, budget)?, terms.len()));
         terms.push(key);
         Ok(())
     })?;

@@ -54,23 +54,6 @@ impl From<Failure> for Error {
     }
 }
 
-/// Units spent by the last normal-scheduler budget dropped on this thread (see
-/// [`report_timeslice`]).
-mod spent {
-    use std::cell::Cell;
-    thread_local! {
-        pub static LAST: Cell<u64> = const { Cell::new(0) };
-    }
-}
-
-impl Drop for Budget {
-    fn drop(&mut self) {
-        if self.limited {
-            spent::LAST.with(|c| c.set(NORMAL_BUDGET - self.remaining));
-        }
-    }
-}
-
 /// Units in 1% of a scheduler's time slice: the whole budget is one slice. (A slice
 /// is ~1 ms; a call that spends its budget takes 0.2-0.8 ms, cache misses
 /// included, so reporting it as a full slice keeps a process's slice near 1 ms.)
@@ -81,9 +64,10 @@ const UNITS_PER_TIMESLICE_PERCENT: u64 = NORMAL_BUDGET / 100;
 /// back to back is scheduled out after about 1 ms in all, as if it ran Erlang code.
 /// Without it each NIF call counts as one reduction, and a loop of 0.3 ms calls kept
 /// a scheduler for tens of milliseconds (`mix hrw.stalls`). Calls under 1% report
-/// nothing (the hot path stays one thread-local read).
-pub fn report_timeslice(env: Env) {
-    let spent = spent::LAST.with(|c| c.replace(0));
+/// nothing (the hot path is one subtraction and one compare).
+#[inline(always)]
+pub fn report_timeslice(env: Env, budget: &Budget) {
+    let spent = NORMAL_BUDGET.saturating_sub(budget.remaining);
     let percent = spent / UNITS_PER_TIMESLICE_PERCENT;
     if percent > 0 {
         rustler::schedule::consume_timeslice(env, percent.min(100) as i32);
@@ -200,8 +184,9 @@ macro_rules! raw_nif {
                                 None => return Err(rustler::Error::BadArg),
                             };
                         )*
-                        let outcome = $f($($pass,)? $($arg,)* $crate::failure::Budget::normal());
-                        $crate::failure::report_timeslice($env);
+                        let mut budget = $crate::failure::Budget::normal();
+                        let outcome = $f($($pass,)? $($arg,)* &mut budget);
+                        $crate::failure::report_timeslice($env, &budget);
                         Ok::<_, rustler::Error>(outcome?)
                     });
                     // SAFETY: `result` belongs to this call's env.
@@ -229,14 +214,14 @@ macro_rules! twin_nifs {
 
         #[rustler::nif(schedule = "DirtyCpu")]
         fn $dirty<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::NifResult<$($ret)+> {
-            Ok($f(env, $($arg,)* $crate::failure::Budget::dirty())?)
+            Ok($f(env, $($arg,)* &mut $crate::failure::Budget::dirty())?)
         }
 
         #[cfg(feature = "work-probes")]
         #[rustler::nif]
         fn $probe<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::Term<$lt> {
             let _ = hrw_core::work::take();
-            let outcome = $f(env, $($arg,)* $crate::failure::Budget::normal());
+            let outcome = $f(env, $($arg,)* &mut $crate::failure::Budget::normal());
             $crate::failure::probe_report(env, outcome)
         }
     };
@@ -247,14 +232,14 @@ macro_rules! twin_nifs {
 
         #[rustler::nif(schedule = "DirtyCpu")]
         fn $dirty<$lt>($($params)*) -> rustler::NifResult<$($ret)+> {
-            Ok($f($($arg,)* $crate::failure::Budget::dirty())?)
+            Ok($f($($arg,)* &mut $crate::failure::Budget::dirty())?)
         }
 
         #[cfg(feature = "work-probes")]
         #[rustler::nif]
         fn $probe<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::Term<$lt> {
             let _ = hrw_core::work::take();
-            let outcome = $f($($arg,)* $crate::failure::Budget::normal());
+            let outcome = $f($($arg,)* &mut $crate::failure::Budget::normal());
             $crate::failure::probe_report(env, outcome)
         }
     };
@@ -265,14 +250,14 @@ macro_rules! twin_nifs {
 
         #[rustler::nif(schedule = "DirtyCpu")]
         fn $dirty($($params)*) -> rustler::NifResult<$($ret)+> {
-            Ok($f($($arg,)* $crate::failure::Budget::dirty())?)
+            Ok($f($($arg,)* &mut $crate::failure::Budget::dirty())?)
         }
 
         #[cfg(feature = "work-probes")]
         #[rustler::nif]
         fn $probe<'probe>(env: rustler::Env<'probe>, $($params)*) -> rustler::Term<'probe> {
             let _ = hrw_core::work::take();
-            let outcome = $f($($arg,)* $crate::failure::Budget::normal());
+            let outcome = $f($($arg,)* &mut $crate::failure::Budget::normal());
             $crate::failure::probe_report(env, outcome)
         }
     };

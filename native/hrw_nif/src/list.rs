@@ -86,12 +86,12 @@ fn each_node<'a>(
 /// Hashes every node first, then scores them all in one SIMD scan: scoring inline
 /// would leave N3's multiply chain between two term accesses for every node
 /// (measured ~12 -> ~7 ns per node).
-fn owner<'a>(key: Term<'a>, nodes: Term<'a>, mut budget: Budget) -> Outcome<Term<'a>> {
-    let tk = n3::prepared_key(term_id(key, &mut budget)?);
+fn owner<'a>(key: Term<'a>, nodes: Term<'a>, budget: &mut Budget) -> Outcome<Term<'a>> {
+    let tk = n3::prepared_key(term_id(key, budget)?);
     // On the stack for the usual handful of nodes: no allocation per call.
     let mut prepared: SmallVec<[u64; 32]> = SmallVec::new();
     let mut terms: SmallVec<[ErlNifTerm; 32]> = SmallVec::new();
-    each_node(nodes, &mut budget, |node, id| {
+    each_node(nodes, budget, |node, id| {
         work::count(2 * work::ELEMENT);
         prepared.push(n3::linear(id));
         terms.push(node);
@@ -111,12 +111,12 @@ fn with_call_ring<'a, T>(
     key: Term<'a>,
     nodes: Term<'a>,
     weighted: bool,
-    mut budget: Budget,
+    budget: &mut Budget,
     answer_cost: impl FnOnce(&Ring) -> u64,
     answer: impl FnOnce(&Ring, u64, &[Term<'a>]) -> T,
 ) -> Outcome<T> {
-    let key = term_id(key, &mut budget)?;
-    let set = nodeset::decode(nodes, weighted, &mut budget)?;
+    let key = term_id(key, budget)?;
+    let set = nodeset::decode(nodes, weighted, budget)?;
     budget.charge(Ring::build_cost(set.nodes.len()))?;
     let ring = Ring::new(&set.nodes);
     budget.charge(answer_cost(&ring))?;
@@ -127,7 +127,7 @@ fn owner_of_kind<'a>(
     key: Term<'a>,
     nodes: Term<'a>,
     weighted: bool,
-    budget: Budget,
+    budget: &mut Budget,
 ) -> Outcome<Term<'a>> {
     if !weighted {
         return owner(key, nodes, budget);
@@ -149,7 +149,7 @@ fn owners<'a>(
     nodes: Term<'a>,
     count: usize,
     weighted: bool,
-    budget: Budget,
+    budget: &mut Budget,
 ) -> Outcome<Term<'a>> {
     let answer_cost = |ring: &Ring| ring.owners_cost() + 2 * work::ELEMENT * count as u64;
     with_call_ring(
@@ -179,12 +179,12 @@ twin_nifs!(score_normal, score_dirty, score_probe => score_of(key, node),
     (key: Term, node: Term) -> [u64]);
 
 /// The canonical id of any term (docs/HASHING.md); exposed for users and tests.
-fn id_of(term: Term, mut budget: Budget) -> Outcome<u64> {
-    crate::term_id::term_id(term, &mut budget)
+fn id_of(term: Term, budget: &mut Budget) -> Outcome<u64> {
+    crate::term_id::term_id(term, budget)
 }
 
 /// The N3 score of `node` for `key`: `HRW.owner/2` picks the node maximising it.
-fn score_of(key: Term, node: Term, mut budget: Budget) -> Outcome<u64> {
-    let k = n3::prep(term_id(key, &mut budget)?);
-    Ok(n3::score(k, term_id(node, &mut budget)?))
+fn score_of(key: Term, node: Term, budget: &mut Budget) -> Outcome<u64> {
+    let k = n3::prep(term_id(key, budget)?);
+    Ok(n3::score(k, term_id(node, budget)?))
 }

@@ -27,9 +27,9 @@ fn build<'a>(
     env: Env<'a>,
     nodes: Term<'a>,
     weighted: bool,
-    mut budget: Budget,
+    budget: &mut Budget,
 ) -> Outcome<Term<'a>> {
-    let set = nodeset::decode_for_build(nodes, weighted, Ring::build_cost(1), &mut budget)?;
+    let set = nodeset::decode_for_build(nodes, weighted, Ring::build_cost(1), budget)?;
     budget.charge(Ring::build_cost(set.nodes.len()) + set.reply_cost(0, weighted))?;
     let ring = resource::make(env, RingResource(Ring::new(&set.nodes)));
     Ok(set.reply(env, ring, KIND_RING, &[], weighted))
@@ -39,18 +39,18 @@ pub fn resource<'a>(term: Term<'a>) -> Outcome<&'a RingResource> {
     resource::get(term).ok_or(Failure::StaleResource)
 }
 
-fn owner(ring: Term, key: Term, mut budget: Budget) -> Outcome<usize> {
+fn owner(ring: Term, key: Term, budget: &mut Budget) -> Outcome<usize> {
     let ring = resource(ring)?;
     budget.charge(ring.0.owner_cost())?;
-    let key = term_id(key, &mut budget)?;
+    let key = term_id(key, budget)?;
     ring.0.owner(key).ok_or(Failure::StaleResource)
 }
 
-fn owners(ring: Term, key: Term, count: usize, mut budget: Budget) -> Outcome<Vec<usize>> {
+fn owners(ring: Term, key: Term, count: usize, budget: &mut Budget) -> Outcome<Vec<usize>> {
     let ring = resource(ring)?;
     let count = count.min(ring.0.len());
     budget.charge(ring.0.owners_cost() + work::ELEMENT * count as u64)?;
-    let key = term_id(key, &mut budget)?;
+    let key = term_id(key, budget)?;
     Ok(ring.0.owners(key, count))
 }
 

@@ -28,9 +28,9 @@ fn build<'a>(
     nodes: Term<'a>,
     weighted: bool,
     leaf_size: usize,
-    mut budget: Budget,
+    budget: &mut Budget,
 ) -> Outcome<Term<'a>> {
-    let set = nodeset::decode_for_build(nodes, weighted, Skeleton::build_cost(1), &mut budget)?;
+    let set = nodeset::decode_for_build(nodes, weighted, Skeleton::build_cost(1), budget)?;
     budget.charge(Skeleton::build_cost(set.nodes.len()) + set.reply_cost(1, weighted))?;
     let skeleton = Skeleton::build(&set.nodes, leaf_size);
     let resource = resource::make(env, SkeletonResource(skeleton));
@@ -41,19 +41,19 @@ pub fn resource<'a>(term: Term<'a>) -> Outcome<&'a SkeletonResource> {
     resource::get(term).ok_or(Failure::StaleResource)
 }
 
-fn owner(skeleton: Term, key: Term, mut budget: Budget) -> Outcome<usize> {
+fn owner(skeleton: Term, key: Term, budget: &mut Budget) -> Outcome<usize> {
     let skeleton = resource(skeleton)?;
     budget.charge(skeleton.0.owner_cost())?;
-    let key = term_id(key, &mut budget)?;
+    let key = term_id(key, budget)?;
     Ok(skeleton.0.owner(key))
 }
 
-fn owners(skeleton: Term, key: Term, count: usize, mut budget: Budget) -> Outcome<Vec<usize>> {
+fn owners(skeleton: Term, key: Term, count: usize, budget: &mut Budget) -> Outcome<Vec<usize>> {
     let skeleton = resource(skeleton)?;
     let count = count.min(skeleton.0.len());
     // The descents and leaf picks of every rank, and the result list.
     budget.charge(skeleton.0.owners_cost(count) + work::ELEMENT * count as u64)?;
-    let key = term_id(key, &mut budget)?;
+    let key = term_id(key, budget)?;
     Ok(skeleton.0.owners(key, count))
 }
 

@@ -76,13 +76,10 @@ fn describe(term: Term) -> String {
 
 /// The weighted standing as one integer where higher wins, ordered exactly as owners
 /// are chosen (docs/HASHING.md §3): `(2^64 - 1 - cost key)·2^64 + N3 score`.
-fn score(key: Term, entry: Term, mut budget: Budget) -> Outcome<u128> {
+fn score(key: Term, entry: Term, budget: &mut Budget) -> Outcome<u128> {
     let (node, weight, _) = decode_weighted(entry)?;
-    let k = n3::prep(term_id(key, &mut budget)?);
-    let st = Standing::new(
-        n3::score(k, term_id(node, &mut budget)?),
-        Weight::new(weight),
-    );
+    let k = n3::prep(term_id(key, budget)?);
+    let st = Standing::new(n3::score(k, term_id(node, budget)?), Weight::new(weight));
     Ok(!st.rank())
 }
 
