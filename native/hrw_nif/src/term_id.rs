@@ -98,12 +98,30 @@ pub fn term_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
 pub fn term_id_raw(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Outcome<u64> {
     budget.charge(COST_PER_TERM)?;
     work::count(COST_PER_TERM);
+    if boxed(raw) {
+        // Tuples (`{:user, id}`) are asked for first: a binary probe that fails
+        // costs a tuple key more (~3 ns) than a tuple probe costs a binary key.
+        // SAFETY: a term of this call's env.
+        let term = unsafe { Term::new(env, raw) };
+        if let Some(tuple) = TupleView::of(term) {
+            return tuple_id(term, tuple.raw(), budget);
+        }
+    }
     match fast_leaf(env, raw, budget) {
         Fast::Id(id) => return Ok(id),
         Fast::Dirty => return Err(Failure::NeedsDirty),
         Fast::Other => {}
     }
     slow_id(env, raw, budget)
+}
+
+/// The id of the tuple `term` with `elements`, its visit charged.
+#[inline(always)]
+fn tuple_id(term: Term, elements: &[ErlNifTerm], budget: &mut Budget) -> Outcome<u64> {
+    if let Some(id) = flat_tuple(term.get_env(), elements, budget)? {
+        return Ok(id);
+    }
+    Walk::new(budget).container_id(term, TermType::Tuple, 0)
 }
 
 /// A term that is not a [`fast_leaf`], its visit charged. (Its type is queried
@@ -114,12 +132,7 @@ fn slow_id(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Outcome<u64> {
     // SAFETY: a term of this call's env.
     let term = unsafe { Term::new(env, raw) };
     match term.get_type() {
-        TermType::Tuple => {
-            if let Some(id) = flat_tuple(term, budget)? {
-                return Ok(id);
-            }
-            Walk::new(budget).container_id(term, TermType::Tuple, 0)
-        }
+        TermType::Tuple => tuple_id(term, tuple_elements(term)?, budget),
         TermType::Map => {
             if let Some(id) = flat_map(term, budget)? {
                 return Ok(id);
@@ -147,6 +160,13 @@ fn map_size(env: Env, raw: ErlNifTerm) -> Option<usize> {
 fn hint(term: ErlNifTerm) -> (bool, bool) {
     let raw = atom_cache::bits(term);
     (raw & 0xF == 0xF, raw & 0x3F == 0x0B)
+}
+
+/// Where the term layout hints at a boxed term (low 2 bits `10`: a tuple, binary,
+/// map, bignum, float, ...). A hint as [`hint`] is.
+#[inline(always)]
+fn boxed(term: ErlNifTerm) -> bool {
+    atom_cache::bits(term) & 0x3 == 0x2
 }
 
 /// What [`fast_leaf`] found: small enough to come back in registers (an
@@ -237,12 +257,10 @@ fn first_atom_id(term: Term, budget: &mut Budget) -> Fast {
 /// rest of the tuple to the general walk (with the ids so far: nothing is charged
 /// or visited twice).
 #[inline(never)]
-fn flat_tuple(term: Term, budget: &mut Budget) -> Outcome<Option<u64>> {
-    let elements = tuple_elements(term)?;
+fn flat_tuple(env: Env, elements: &[ErlNifTerm], budget: &mut Budget) -> Outcome<Option<u64>> {
     if elements.len() > FLAT_MAX {
         return Ok(None);
     }
-    let env = term.get_env();
     budget.charge(ids_cost(elements.len()))?;
     work::count(ids_cost(elements.len()));
     let mut ids = [0u64; FLAT_MAX];
