@@ -358,4 +358,45 @@ defmodule HRW.TermIdTest do
     assert HRW.term_id(big) == HRW.term_id(:binary.copy("x", 20_000_000))
     assert is_binary(HRW.owner(big, ["a", "b"]))
   end
+
+  # Walks over many terms ask each boxed term what it is in the order the one
+  # before it needed (binaries, tuples, maps); only the speed may depend on that.
+  test "a node's or key's id does not depend on the terms around it in a list" do
+    kinds = [
+      fn i -> "node-#{i}" end,
+      fn i -> {:node, i} end,
+      fn i -> %{id: i} end,
+      fn i -> i * 1_000_003 end,
+      fn i -> 1.5 * i end,
+      fn i -> i * 10_000_000_000_000_000_000_000 end,
+      fn i -> [i] end,
+      fn i -> :"atom_#{rem(i, 7)}_#{i}" end,
+      fn i -> <<i::13>> end,
+      fn i -> {:nested, {i, "x"}} end
+    ]
+
+    :rand.seed(:exsss, {7, 11, 13})
+
+    for _round <- 1..20 do
+      # Runs of one kind, one to four long, in a random order of kinds.
+      nodes =
+        Enum.flat_map(1..30, fn run ->
+          kind = Enum.random(kinds)
+          for j <- 1..Enum.random(1..4), do: kind.(run * 10 + j)
+        end)
+        |> Enum.uniq()
+
+      for key <- ["k", {:user, 3}, %{a: 1}, 42] do
+        best = Enum.max_by(nodes, &HRW.score(%HRW{}, key, &1))
+        assert HRW.owner(key, nodes) == best
+        assert HRW.owner(key, HRW.Ring.new(nodes)) == best
+      end
+
+      keys = Enum.shuffle(nodes)
+      assert HRW.owner_batch(keys, nodes) == Enum.map(keys, &HRW.owner(&1, nodes))
+
+      assert Enum.sort(Map.keys(HRW.Bounded.assignments(keys, ["a", "b", "c"]))) ==
+               Enum.sort(keys)
+    end
+  end
 end

@@ -10,7 +10,7 @@ use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
 use crate::ring::{self, RingResource};
 use crate::skeleton::{self, SkeletonResource};
-use crate::term_id::term_id_raw;
+use crate::term_id::{term_id_in, Probes};
 use crate::tuple_view::TupleView;
 use hrw_core::ring::Ring;
 use hrw_core::work;
@@ -171,10 +171,11 @@ fn walk_keys<'a>(
     let mut terms = Vec::with_capacity(if keep_terms { expected } else { 0 });
     let mut ids = Vec::with_capacity(expected);
     let env = keys.get_env();
+    let mut probes = Probes::many();
     let proper = crate::list::for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
         work::count(3 * work::ELEMENT);
-        ids.push(term_id_raw(env, key, budget)?);
+        ids.push(term_id_in(env, key, budget, &mut probes)?);
         if keep_terms {
             // SAFETY: a cell of the key list, valid in `env` for this call.
             terms.push(unsafe { Term::new(env, key) });

@@ -2,7 +2,7 @@
 
 use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
-use crate::term_id::term_id_raw;
+use crate::term_id::{term_id_in, Probes};
 use hrw_core::bounded::{assign_cost, assign_sorted};
 use hrw_core::sort;
 use hrw_core::work;
@@ -34,10 +34,11 @@ fn assignments<'a>(
     // (id, position) per key, and the key terms by position.
     let mut order: Vec<(u64, usize)> = Vec::with_capacity(expected);
     let mut terms: Vec<ErlNifTerm> = Vec::with_capacity(expected);
+    let mut probes = Probes::many();
     let proper = crate::list::for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
         work::count(2 * work::ELEMENT);
-        order.push((term_id_raw(env, key, budget)?, terms.len()));
+        order.push((term_id_in(env, key, budget, &mut probes)?, terms.len()));
         terms.push(key);
         Ok(())
     })?;

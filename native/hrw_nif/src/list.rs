@@ -2,7 +2,7 @@
 
 use crate::failure::{bad_arg, twin_nifs, Budget, Failure, Outcome};
 use crate::nodeset;
-use crate::term_id::{term_id, term_id_raw};
+use crate::term_id::{term_id, term_id_in, Probes};
 use hrw_core::ring::Ring;
 use hrw_core::{n3, scan, work};
 use rustler::sys::{enif_get_list_cell, enif_is_empty_list, ErlNifTerm};
@@ -77,8 +77,9 @@ fn each_node<'a>(
     mut visit: impl FnMut(ErlNifTerm, u64),
 ) -> Outcome<()> {
     let env = nodes.get_env();
+    let mut probes = Probes::many();
     for_each_raw_node(nodes, OWNER_COST_PER_NODE, budget, |node, budget| {
-        visit(node, term_id_raw(env, node, budget)?);
+        visit(node, term_id_in(env, node, budget, &mut probes)?);
         Ok(())
     })
 }

@@ -2,7 +2,7 @@
 
 use crate::failure::{Budget, Failure, Outcome};
 use crate::list::for_each_raw_node;
-use crate::term_id::{term_id, term_id_raw};
+use crate::term_id::{term_id, term_id_in, Probes};
 use crate::weighted::decode_weighted;
 use hrw_core::nodes::{distinct, distinct_cost, fingerprint, fingerprint_cost};
 use hrw_core::work;
@@ -73,6 +73,7 @@ pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outco
     let mut weight_terms = Vec::new();
     let mut pairs = Vec::new();
     let env = nodes.get_env();
+    let mut probes = Probes::many();
     for_each_raw_node(nodes, DECODE_COST_PER_NODE, budget, |raw, budget| {
         work::count(4 * work::ELEMENT);
         // SAFETY: a cell of the node list, valid in `env` for this call.
@@ -83,7 +84,7 @@ pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outco
             weight_terms.push(term);
             node
         } else {
-            pairs.push((term_id_raw(env, raw, budget)?, 1.0));
+            pairs.push((term_id_in(env, raw, budget, &mut probes)?, 1.0));
             entry
         };
         terms.push(node);
