@@ -171,7 +171,7 @@ fn walk_keys<'a>(
     let mut terms = Vec::with_capacity(if keep_terms { expected } else { 0 });
     let mut ids = Vec::with_capacity(expected);
     let env = keys.get_env();
-    let mut probes = Probes::many();
+    let mut probes = Probes::new();
     let proper = crate::list::for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
         work::count(3 * work::ELEMENT);

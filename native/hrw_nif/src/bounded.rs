@@ -34,7 +34,7 @@ fn assignments<'a>(
     // (id, position) per key, and the key terms by position.
     let mut order: Vec<(u64, usize)> = Vec::with_capacity(expected);
     let mut terms: Vec<ErlNifTerm> = Vec::with_capacity(expected);
-    let mut probes = Probes::many();
+    let mut probes = Probes::new();
     let proper = crate::list::for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
         work::count(2 * work::ELEMENT);

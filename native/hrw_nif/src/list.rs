@@ -77,7 +77,7 @@ fn each_node<'a>(
     mut visit: impl FnMut(ErlNifTerm, u64),
 ) -> Outcome<()> {
     let env = nodes.get_env();
-    let mut probes = Probes::many();
+    let mut probes = Probes::new();
     for_each_raw_node(nodes, OWNER_COST_PER_NODE, budget, |node, budget| {
         visit(node, term_id_in(env, node, budget, &mut probes)?);
         Ok(())

@@ -73,7 +73,7 @@ pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outco
     let mut weight_terms = Vec::new();
     let mut pairs = Vec::new();
     let env = nodes.get_env();
-    let mut probes = Probes::many();
+    let mut probes = Probes::new();
     for_each_raw_node(nodes, DECODE_COST_PER_NODE, budget, |raw, budget| {
         work::count(4 * work::ELEMENT);
         // SAFETY: a cell of the node list, valid in `env` for this call.

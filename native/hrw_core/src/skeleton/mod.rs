@@ -63,6 +63,15 @@
 //! (measured with `examples/skeleton_layout.rs`: ~28 ns per key at 10k nodes,
 //! ~100 at 1M, against ~44 and ~300 one lookup at a time).
 //!
+//! Measured and not adopted (issue 12): a copy of the trie packed three levels to a
+//! 64-byte line (the high halves of seven thresholds and eight child references; the
+//! low halves apart, read only on a tie), so a 1M-node path takes 6 dependent loads
+//! instead of 18. In Rust alone its descent took 70-110 ns against the slots'
+//! 90-124 at 1M nodes, but 27-39 against 18-31 at 10k, and the batch got slower at
+//! both sizes: the slots' deep levels mostly hit L2 and L3, and what keeps a 1M-node
+//! lookup at ~220-280 ns is its leaf block, one random load from ~16 MB that
+//! misses to DRAM (80-140 ns here, huge pages or not). No trie layout removes that.
+//!
 //! # Churn
 //!
 //! Adding a node moves, at each internal node on its path, the keys whose coin falls
