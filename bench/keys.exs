@@ -16,8 +16,9 @@
 #              (Enum.map, and Map.new);
 #   * batch:   HRW.owner_batch/2 of 1M binary keys on a 10k-node skeleton (one
 #              rayon thread unless config says otherwise), next to the same batch
-#              on a 1-node skeleton (everything but the descent) and an Enum.map
-#              of phash2 over the keys (what building a 1M-element list costs);
+#              on a 1-node skeleton (everything but the descent), an Enum.map
+#              of phash2 over the keys (what building a 1M-element list costs)
+#              and the 10k-node batch of 1M {:user, i} keys;
 #   * bounded: HRW.Bounded.assignments/3, 100k keys x 100 nodes, against hrw 0.2.1's
 #              greedy (sort, dedup, per key the phash2 max over open nodes), next
 #              to building a 100k-entry map alone.
@@ -210,16 +211,19 @@ if "batch" in only do
     batch = per_key.(fn -> HRW.owner_batch(keys, skeleton) end)
     batch_one = per_key.(fn -> HRW.owner_batch(keys, one) end)
     map = per_key.(fn -> Enum.map(keys, &:erlang.phash2/1) end)
+    tuples = Enum.map(1..1_000_000, &{:user, &1})
+    batch_tuples = per_key.(fn -> HRW.owner_batch(tuples, skeleton) end)
     IO.puts("\n### owner_batch, 1M binary keys (ns per key, #{HRW.Batch.threads()} thread(s))\n")
 
     KeysBench.row([
       "10k-node skeleton",
       "1-node skeleton (no descent)",
-      "Enum.map phash2 (a 1M list)"
+      "Enum.map phash2 (a 1M list)",
+      "10k-node skeleton, {:user, i} keys"
     ])
 
-    KeysBench.row(["--:", "--:", "--:"])
-    KeysBench.row([batch, batch_one, map])
+    KeysBench.row(["--:", "--:", "--:", "--:"])
+    KeysBench.row([batch, batch_one, map, batch_tuples])
   end)
 end
 
