@@ -177,8 +177,8 @@ mod words {
     /// The 1..=3-byte case's key (secret bytes 0..8, read as two 32-bit words).
     const FLIP_TINY: u64 = (secret32(0) ^ secret32(4)).wrapping_add(TERM_SEED);
 
-    /// The 4..=8-byte case's key (secret bytes 8..24, and the seed with its low
-    /// half's bytes swapped into its high half).
+    /// The 4..=8-byte case's key (secret bytes 8..24, minus the seed xored with
+    /// its low 32 bits byte-swapped and shifted into the high half).
     const FLIP_SMALL: u64 = (secret64(8) ^ secret64(16))
         .wrapping_sub(TERM_SEED ^ ((TERM_SEED as u32).swap_bytes() as u64) << 32);
 
@@ -241,9 +241,10 @@ mod words {
         x ^ (x >> 28)
     }
 
-    /// The first `len` bytes (1..=16) of the little-endian `bytes` (the 1..=3,
-    /// 4..=8 and 9..=16-byte cases), read out of the register: storing the bytes
-    /// and loading the words back stalls both loads (~40% of a small integer's id).
+    /// XXH3-64 with [`TERM_SEED`] of the first `len` bytes (1..=16) of the
+    /// little-endian `bytes` (the 1..=3, 4..=8 and 9..=16-byte cases), read out of
+    /// the register: storing the bytes and loading narrower words back stalls on
+    /// store forwarding (an integer's `HRW.term_id` measured 27.6 -> 26.1 ns).
     #[inline(always)]
     pub fn short(bytes: u128, len: usize) -> u64 {
         let at = |byte: usize| bytes >> (8 * byte);
@@ -701,22 +702,24 @@ mod tests {
 
     #[test]
     fn short_inputs_hash_from_a_register_as_from_their_bytes() {
-        // Every length 1..=16, every byte value in every position.
+        // Every length 1..=16, every byte value in every position, the other bytes
+        // varying.
         let mut x = 0x9E37_79B9_7F4A_7C15u128 * 0x0123_4567_89AB_CDEF;
         for len in 1..=16 {
-            for round in 0..300u32 {
-                x = x
-                    .wrapping_mul(0x2545_F491_4F6C_DD1D)
-                    .wrapping_add(u128::from(round));
-                let mut bytes = x.to_le_bytes();
-                bytes[(round as usize) % len] = (round % 256) as u8;
-                bytes[len..].fill(0);
-                let word = u128::from_le_bytes(bytes);
-                assert_eq!(
-                    words::short(word, len),
-                    xxh3_64_with_seed(&bytes[..len], TERM_SEED),
-                    "len {len} round {round}"
-                );
+            for pos in 0..len {
+                for value in 0..=u8::MAX {
+                    x = x.wrapping_mul(0x2545_F491_4F6C_DD1D).wrapping_add(1);
+                    // An LCG's low bits cycle quickly: fold the high ones down.
+                    let mut bytes = (x ^ x >> 67).to_le_bytes();
+                    bytes[pos] = value;
+                    bytes[len..].fill(0);
+                    let word = u128::from_le_bytes(bytes);
+                    assert_eq!(
+                        words::short(word, len),
+                        xxh3_64_with_seed(&bytes[..len], TERM_SEED),
+                        "len {len} byte {pos} = {value}"
+                    );
+                }
             }
         }
     }
