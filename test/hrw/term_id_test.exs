@@ -386,10 +386,15 @@ defmodule HRW.TermIdTest do
         end)
         |> Enum.uniq()
 
+      # Equal weights give the unweighted owners: the weighted node walk too.
+      weighted = Enum.map(nodes, &{&1, 2})
+      weighted_ring = HRW.Ring.new(weighted, scorer: %HRW.Weighted{})
+
       for key <- ["k", {:user, 3}, %{a: 1}, 42] do
         best = Enum.max_by(nodes, &HRW.score(%HRW{}, key, &1))
         assert HRW.owner(key, nodes) == best
         assert HRW.owner(key, HRW.Ring.new(nodes)) == best
+        assert HRW.owner(key, weighted_ring) == best
       end
 
       keys = Enum.shuffle(nodes)

@@ -2,7 +2,7 @@
 
 use crate::failure::{Budget, Failure, Outcome};
 use crate::list::for_each_raw_node;
-use crate::term_id::{term_id, term_id_in, Probes};
+use crate::term_id::{term_id_in, Probes};
 use crate::weighted::decode_weighted;
 use hrw_core::nodes::{distinct, distinct_cost, fingerprint, fingerprint_cost};
 use hrw_core::work;
@@ -80,7 +80,10 @@ pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outco
         let entry = unsafe { Term::new(env, raw) };
         let node = if weighted {
             let (node, weight, term) = decode_weighted(entry)?;
-            pairs.push((term_id(node, budget)?, weight));
+            pairs.push((
+                term_id_in(env, node.as_c_arg(), budget, &mut probes)?,
+                weight,
+            ));
             weight_terms.push(term);
             node
         } else {

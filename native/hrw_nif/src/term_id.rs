@@ -135,18 +135,10 @@ pub fn term_id_in(
     budget.charge(COST_PER_TERM)?;
     work::count(COST_PER_TERM);
     if !boxed(raw) {
-        return match fast_leaf(env, raw, budget) {
-            Fast::Id(id) => Ok(id),
-            Fast::Dirty => Err(Failure::NeedsDirty),
-            Fast::Other => slow_id(env, raw, budget, probes),
-        };
+        return fast_leaf(env, raw, budget).or_else(|| slow_id(env, raw, budget, probes));
     }
     if probes.binaries_first {
-        return match binary_leaf(env, raw, budget) {
-            Fast::Id(id) => Ok(id),
-            Fast::Dirty => Err(Failure::NeedsDirty),
-            Fast::Other => slow_id(env, raw, budget, probes),
-        };
+        return binary_leaf(env, raw, budget).or_else(|| slow_id(env, raw, budget, probes));
     }
     if let Some(id) = container_id(env, raw, budget) {
         return id;
@@ -247,6 +239,18 @@ enum Fast {
     Other,
     /// The budget ran out.
     Dirty,
+}
+
+impl Fast {
+    /// The id found, the budget's failure, or else `other()`.
+    #[inline(always)]
+    fn or_else(self, other: impl FnOnce() -> Outcome<u64>) -> Outcome<u64> {
+        match self {
+            Fast::Id(id) => Ok(id),
+            Fast::Dirty => Err(Failure::NeedsDirty),
+            Fast::Other => other(),
+        }
+    }
 }
 
 /// The id of a small integer, an atom or a binary, its visit already charged and
