@@ -52,7 +52,7 @@ defmodule HRW.MixProject do
         lib mix mix.exs .formatter.exs README.md LICENSE CHANGELOG.md docs/HASHING.md
         docs/reference.py native/Cargo.toml native/Cargo.lock
         native/hrw_core/Cargo.toml native/hrw_core/src
-        native/hrw_nif/Cargo.toml native/hrw_nif/src
+        native/hrw_nif/Cargo.toml native/hrw_nif/build.rs native/hrw_nif/src
       )
     ]
   end

@@ -8,6 +8,7 @@
 mod batch;
 mod bounded;
 mod failure;
+mod init;
 mod list;
 mod nodeset;
 mod resource;
@@ -19,11 +20,7 @@ mod weighted;
 
 use std::alloc::{GlobalAlloc, Layout};
 
-rustler::init!("Elixir.HRW.Native", load = load);
-
-fn load(env: rustler::Env, _info: rustler::Term) -> bool {
-    resource::open::<ring::RingResource>(env) && resource::open::<skeleton::SkeletonResource>(env)
-}
+// The library's entry (`nif_init`, with load and upgrade callbacks) is in init.rs.
 
 /// Rust allocations of the NIF (term walks, node lists, batches) come from the VM's
 /// allocator, which keeps freed carriers for reuse: with the system allocator every

@@ -32,25 +32,39 @@ unsafe extern "C" fn destroy<T: Resource>(_env: *mut ErlNifEnv, obj: *mut c_void
     drop(unsafe { Box::from_raw(boxed) });
 }
 
-/// Opens (or takes over, on upgrade) the resource type of `T`; call from `load`.
+/// Opens the resource type of `T`, or takes it over from an earlier instance of
+/// the module (a reload: see init.rs); call from the load or upgrade callback.
 pub fn open<T: Resource>(env: Env) -> bool {
     debug_assert_eq!(T::NAME.last(), Some(&0));
+    // The VM would accept CREATE | TAKEOVER in one call, but rustler's flags are an
+    // enum without that value: take over a type that exists (after a reload, or a
+    // purge while resources of the type are alive), else create it.
+    let typ = open_with::<T>(env, ErlNifResourceFlags::ERL_NIF_RT_TAKEOVER);
+    let typ = if typ.is_null() {
+        open_with::<T>(env, ErlNifResourceFlags::ERL_NIF_RT_CREATE)
+    } else {
+        typ
+    };
+    T::slot().store(typ, Ordering::Release);
+    !typ.is_null()
+}
+
+fn open_with<T: Resource>(env: Env, flags: ErlNifResourceFlags) -> *mut ErlNifResourceType {
     // Written by the VM and never read here (kept uninitialised, as rustler does).
     let mut tried = std::mem::MaybeUninit::<ErlNifResourceFlags>::uninit();
-    // SAFETY: called from the NIF load callback with its env; the name is a static
-    // NUL-terminated string and the destructor matches the layout `make` writes.
-    let typ = unsafe {
+    // SAFETY: called from the NIF load or upgrade callback with its env; the name is
+    // a static NUL-terminated string and the destructor matches the layout `make`
+    // writes (the same in every instance of the module: one library serves them).
+    unsafe {
         enif_open_resource_type(
             env.as_c_arg(),
             ptr::null(),
             T::NAME.as_ptr() as *const _,
             Some(destroy::<T>),
-            ErlNifResourceFlags::ERL_NIF_RT_CREATE,
+            flags,
             tried.as_mut_ptr(),
-        )
-    };
-    T::slot().store(typ as *mut _, Ordering::Release);
-    !typ.is_null()
+        ) as *mut _
+    }
 }
 
 /// Moves `value` into a new resource and returns its term.
