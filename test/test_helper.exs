@@ -18,6 +18,17 @@ defmodule HRW.TestStats do
   def node_names(n), do: Enum.map(0..(n - 1), &"node-#{&1}")
 end
 
+defmodule HRW.TestValues do
+  @moduledoc false
+
+  @doc """
+  Returns `value` as a term of unknown type, for tests that pass a wrong value on
+  purpose: Elixir's type checker (1.20+) warns at a call it can prove wrong, and
+  the suite runs with warnings as errors. The call still receives `value`.
+  """
+  def untyped(value), do: :persistent_term.get({__MODULE__, :unset}, value)
+end
+
 defmodule HRW.TestPeers do
   @moduledoc false
   # Erlang distribution and :peer nodes on loopback, for the tests that need other

@@ -697,8 +697,11 @@ defmodule HRW.Cluster do
         fun
 
       regexes when is_list(regexes) ->
-        if Enum.all?(regexes, &is_struct(&1, Regex)) do
-          regexes
+        if Enum.all?(regexes, &regex?/1) do
+          # Kept as source and options, compiled where they are matched: since OTP
+          # 28 a compiled regex is a reference that only the VM that compiled it
+          # can run, and options may come from another node or a binary.
+          {:regexes, Enum.map(regexes, &{&1.source, &1.opts})}
         else
           raise ArgumentError, bad_filter(key, regexes)
         end
@@ -707,6 +710,12 @@ defmodule HRW.Cluster do
         raise ArgumentError, bad_filter(key, other)
     end
   end
+
+  defp regex?(%Regex{source: source} = regex) when is_binary(source) do
+    match?({:ok, _}, Regex.compile(source, regex.opts))
+  end
+
+  defp regex?(_other), do: false
 
   defp bad_filter(key, value) do
     "HRW.Cluster #{inspect(key)} must be a function of arity 1 or a list of regexes, " <>
@@ -1077,12 +1086,14 @@ defmodule HRW.Cluster do
   defp evaluate(job) do
     nodes = phase("reading the :source", fn -> source_nodes(job.source) end)
 
+    allow = compiled(job.allow)
+    deny = compiled(job.deny)
+
     members =
       nodes
       |> Enum.uniq()
       |> Enum.filter(
-        &(allowed?(job.allow, :allow, &1, true) and
-            not allowed?(job.deny, :deny, &1, false))
+        &(allowed?(allow, :allow, &1, true) and not allowed?(deny, :deny, &1, false))
       )
       |> Enum.sort()
 
@@ -1115,6 +1126,12 @@ defmodule HRW.Cluster do
   defp source_nodes({:pg, scope, group}) do
     scope |> :pg.get_members(group) |> Enum.map(&node/1)
   end
+
+  # A filter's regexes compiled in this VM (see `filter!/2`).
+  defp compiled({:regexes, sources}),
+    do: Enum.map(sources, fn {source, opts} -> Regex.compile!(source, opts) end)
+
+  defp compiled(filter), do: filter
 
   defp allowed?(nil, _key, _node, default), do: default
 

@@ -131,36 +131,57 @@ defmodule HRW.Native do
       pick(nodes, twin(:skeleton_owners, [resource, key, count]))
   end
 
-  defp pick(nodes, indices), do: Enum.map(indices, &elem(nodes, &1))
+  # Recursion, not a fun: see "No fun below" under batches.
+  defp pick(nodes, [i | rest]), do: [elem(nodes, i) | pick(nodes, rest)]
+  defp pick(_nodes, []), do: []
 
   # -- batches ---------------------------------------------------------------------
 
   @typedoc "A batch target: a prepared structure, or a node list and whether it is weighted."
   @type target :: HRW.Ring.t() | HRW.Skeleton.t() | {:list, list(), boolean()}
 
+  # No fun in this module. Loading HRW.Native again (a hot upgrade, `r/1`) points
+  # the funs of the loaded instance at the new one as soon as it is loaded, before
+  # its on_load has replaced its stubs: a fun calling a stub would raise
+  # `:nif_not_loaded` meanwhile, and any fun would dangle if that on_load failed
+  # (test/hrw/reload_test.exs).
+
   @spec batch_owners([term()], target(), pos_integer()) :: [term()]
   def batch_owners(keys, target, threads) do
-    batch(keys, [target], fn
-      [t], true -> dirty(:batch_owners, [keys, t, threads])
-      [t], false -> twin(:batch_owners, [keys, t, threads])
-    end)
+    dirty? = longer_than?(keys, @dirty_keys)
+    batch_owners(keys, native_target(target), threads, dirty?)
+  catch
+    :error, :hrw_stale_resource ->
+      batch_owners(keys, native_target(rebuilt(target)), threads, longer_than?(keys, @dirty_keys))
   end
+
+  defp batch_owners(keys, t, threads, true), do: dirty(:batch_owners, [keys, t, threads])
+  defp batch_owners(keys, t, threads, false), do: twin(:batch_owners, [keys, t, threads])
 
   @spec batch_groups([term()], target(), pos_integer()) :: %{term() => [term()]}
   def batch_groups(keys, target, threads) do
-    batch(keys, [target], fn
-      [t], true -> dirty(:batch_groups, [keys, t, threads])
-      [t], false -> twin(:batch_groups, [keys, t, threads])
-    end)
+    dirty? = longer_than?(keys, @dirty_keys)
+    batch_groups(keys, native_target(target), threads, dirty?)
+  catch
+    :error, :hrw_stale_resource ->
+      batch_groups(keys, native_target(rebuilt(target)), threads, longer_than?(keys, @dirty_keys))
   end
+
+  defp batch_groups(keys, t, threads, true), do: dirty(:batch_groups, [keys, t, threads])
+  defp batch_groups(keys, t, threads, false), do: twin(:batch_groups, [keys, t, threads])
 
   @spec batch_moves([term()], target(), target(), pos_integer()) :: [{term(), term(), term()}]
   def batch_moves(keys, before, later, threads) do
-    batch(keys, [before, later], fn
-      [a, b], true -> dirty(:batch_moves, [keys, a, b, threads])
-      [a, b], false -> twin(:batch_moves, [keys, a, b, threads])
-    end)
+    dirty? = longer_than?(keys, @dirty_keys)
+    batch_moves(keys, native_target(before), native_target(later), threads, dirty?)
+  catch
+    :error, :hrw_stale_resource ->
+      {a, b} = {native_target(rebuilt(before)), native_target(rebuilt(later))}
+      batch_moves(keys, a, b, threads, longer_than?(keys, @dirty_keys))
   end
+
+  defp batch_moves(keys, a, b, threads, true), do: dirty(:batch_moves, [keys, a, b, threads])
+  defp batch_moves(keys, a, b, threads, false), do: twin(:batch_moves, [keys, a, b, threads])
 
   @spec bounded_assignments([term()], list(), float()) :: %{term() => term()}
   def bounded_assignments(keys, nodes, epsilon) do
@@ -168,18 +189,6 @@ defmodule HRW.Native do
       dirty(:bounded_assignments, [keys, nodes, epsilon])
     else
       twin(:bounded_assignments, [keys, nodes, epsilon])
-    end
-  end
-
-  # `call.(native_targets, dirty_first?)`, with stale structures rebuilt once.
-  defp batch(keys, targets, call) do
-    dirty_first? = longer_than?(keys, @dirty_keys)
-
-    try do
-      call.(Enum.map(targets, &native_target/1), dirty_first?)
-    catch
-      :error, :hrw_stale_resource ->
-        call.(Enum.map(targets, &native_target(rebuilt(&1))), dirty_first?)
     end
   end
 

@@ -1,6 +1,7 @@
 defmodule HRW.ClusterHistoryTest do
   # Starts Erlang distribution and peer nodes on loopback: not async.
   use ExUnit.Case, async: false
+  import HRW.TestValues, only: [untyped: 1]
 
   @debounce 30
   @keys Enum.map(1..300, &"key-#{&1}")
@@ -136,13 +137,13 @@ defmodule HRW.ClusterHistoryTest do
 
     for {call, message} <- [
           {fn -> HRW.Cluster.owner(:hrw_d, "k", back: -1) end, ~r/back must be a non-negative/},
-          {fn -> HRW.Cluster.owners(:hrw_d, "k", 1, back: 1.5) end, ~r/back must be/},
-          {fn -> HRW.Cluster.members(:hrw_d, back: nil) end, ~r/back must be/},
-          {fn -> HRW.Cluster.structure(:hrw_d, bogus: 1) end, ~r/only the option :back/},
+          {fn -> HRW.Cluster.owners(:hrw_d, "k", 1, back: untyped(1.5)) end, ~r/back must be/},
+          {fn -> HRW.Cluster.members(:hrw_d, back: untyped(nil)) end, ~r/back must be/},
+          {fn -> HRW.Cluster.structure(:hrw_d, untyped(bogus: 1)) end, ~r/only the option :back/},
           {fn -> HRW.Cluster.owner(:hrw_d, "k", back: 1, back: 2) end, ~r/only the option/},
-          {fn -> HRW.Cluster.owner(:hrw_d, "k", :back) end, ~r/only the option :back/},
+          {fn -> HRW.Cluster.owner(:hrw_d, "k", untyped(:back)) end, ~r/only the option :back/},
           {fn -> HRW.Cluster.stable_owners(:hrw_d, "k", -1) end, ~r/count must be/},
-          {fn -> HRW.Cluster.owners(:hrw_d, "k", :two) end, ~r/count must be/}
+          {fn -> HRW.Cluster.owners(:hrw_d, "k", untyped(:two)) end, ~r/count must be/}
         ] do
       assert_raise ArgumentError, message, call
     end

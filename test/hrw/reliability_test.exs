@@ -276,9 +276,12 @@ defmodule HRW.ReliabilityTest do
   test "node-local and odd terms: pids, refs, ports, funs, bitstrings, mixed maps" do
     targets = targets()
     dead = spawn(fn -> :ok end)
-    port = Port.open({:spawn, "true"}, [])
-    closed = Port.open({:spawn, "true"}, [])
-    Port.close(closed)
+    # `cat` waits for input, so both ports are open until closed here, or until
+    # the test process (their owner) ends; a program that exits at once closes its
+    # port by itself, racing `Port.close/1`.
+    port = Port.open({:spawn, "cat"}, [])
+    closed = Port.open({:spawn, "cat"}, [])
+    true = Port.close(closed)
 
     terms = [
       self(),

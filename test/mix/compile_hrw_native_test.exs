@@ -140,4 +140,25 @@ defmodule Mix.Tasks.Compile.HrwNativeTest do
       assert HrwNative.decode_json(bad) == :error, bad
     end
   end
+
+  # native/hrw_nif/src/failure.rs and init.rs use rustler's undocumented
+  # codegen_runtime; they were written against exactly this rustler.
+  @rustler "0.39.0"
+
+  test "the NIF is built against exactly the rustler its entry points were written for" do
+    native = Path.expand("../../native", __DIR__)
+    manifest = File.read!(Path.join(native, "hrw_nif/Cargo.toml"))
+    assert manifest =~ ~s(rustler = { version = "=#{@rustler}"), "pin rustler exactly"
+
+    locked =
+      for [_, name, version] <-
+            Regex.scan(
+              ~r/name = "(rustler[a-z_]*)"\nversion = "([^"]+)"/,
+              File.read!(Path.join(native, "Cargo.lock"))
+            ),
+          do: {name, version}
+
+    assert Enum.sort(locked) == [{"rustler", @rustler}, {"rustler_codegen", @rustler}],
+           "Cargo.lock resolves #{inspect(locked)}: reread failure.rs and init.rs against it"
+  end
 end

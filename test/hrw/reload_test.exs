@@ -1,0 +1,182 @@
+# Runs inside a :peer node (loaded there from this binary): every public entry
+# point, on structures built before the code operations, in processes that loop
+# through them while the test reloads HRW.Native.
+{:module, HRW.ReloadDriver, driver_beam, _} =
+  defmodule HRW.ReloadDriver do
+    @moduledoc false
+    @nodes Enum.map(1..40, &"node-#{&1}")
+    @weighted Enum.map(1..40, &{"node-#{&1}", rem(&1, 5) + 1})
+    @keys Enum.map(1..300, &{:user, &1})
+
+    # The structures a running system holds: built once, used by every process.
+    def fixtures do
+      %{
+        ring: HRW.Ring.new(@nodes),
+        skeleton: HRW.build(@nodes),
+        weighted: HRW.Ring.new(@weighted, scorer: %HRW.Weighted{}),
+        bigger: HRW.build(["extra" | @nodes])
+      }
+    end
+
+    # One round through every entry point; the answers are plain data, so two
+    # rounds compare with ==. Builds run too: a reload must not break them.
+    def run_all(f) do
+      [
+        Enum.map(@keys, &HRW.owner(&1, @nodes)),
+        Enum.map(@keys, &HRW.owner(&1, f.ring)),
+        Enum.map(@keys, &HRW.owner(&1, f.skeleton)),
+        Enum.map(@keys, &HRW.owner(&1, @weighted, scorer: %HRW.Weighted{})),
+        Enum.map(@keys, &HRW.owner(&1, f.weighted)),
+        HRW.owners({:user, 7}, @nodes, 3),
+        HRW.owners({:user, 7}, f.ring, 3),
+        HRW.owners({:user, 7}, f.skeleton, 3),
+        HRW.owner_batch(@keys, @nodes),
+        HRW.owner_batch(@keys, f.ring),
+        HRW.owner_batch(@keys, f.skeleton),
+        HRW.group_by_owner(@keys, f.skeleton),
+        HRW.moves(@keys, f.skeleton, f.bigger),
+        HRW.Bounded.assignments(@keys, @nodes),
+        HRW.term_id({:user, 7}),
+        HRW.owner({:user, 7}, HRW.Ring.new(@nodes)),
+        HRW.owner({:user, 7}, HRW.build(@nodes))
+      ]
+    end
+
+    # The state of a running system: its structures, their answers, and `count`
+    # processes looping through every entry point (reporting to `parent`).
+    def start(parent, count) do
+      f = fixtures()
+      expected = run_all(f)
+      loopers = for _ <- 1..count, do: spawn(fn -> looper(parent, f, expected) end)
+      {f, expected, loopers}
+    end
+
+    # A round in a new process, on the given structures and on new ones.
+    def fresh_rounds(f) do
+      task = Task.async(fn -> {run_all(f), run_all(fixtures())} end)
+      Task.await(task, 60_000)
+    end
+
+    # Loops `run_all/1` until told to stop; reports the rounds that matched `expected`
+    # and every round that did not (an exception counts as a wrong answer).
+    def looper(parent, f, expected) do
+      loop(parent, f, expected, 0, [])
+    end
+
+    defp loop(parent, f, expected, good, bad) do
+      receive do
+        :stop -> send(parent, {:looped, self(), good, Enum.take(bad, 5)})
+      after
+        0 ->
+          result =
+            try do
+              run_all(f)
+            catch
+              kind, reason -> {:raised, kind, reason, Enum.take(__STACKTRACE__, 3)}
+            end
+
+          if result == expected,
+            do: loop(parent, f, expected, good + 1, bad),
+            else: loop(parent, f, expected, good, [result | bad])
+      end
+    end
+  end
+
+:persistent_term.put({HRW.ReloadDriver, :beam}, driver_beam)
+
+defmodule HRW.ReloadTest do
+  # Reloading HRW.Native (`:code.load_file/1`, IEx's `r/1` and `recompile`, a
+  # release's hot upgrade) once failed the NIF's on_load ("upgrade not supported"),
+  # after which calls through HRW.Native's funs raised BadFunctionError or crashed
+  # the VM. Each case runs in a :peer node, so a crash fails the test (the peer goes
+  # down) instead of ending the suite.
+  use ExUnit.Case, async: false
+
+  alias HRW.ReloadDriver
+
+  @loopers 4
+  @moduletag timeout: 180_000
+
+  setup_all do
+    HRW.TestPeers.distributed!()
+  end
+
+  setup do
+    {peer, node} = HRW.TestPeers.start_peer(:hrw_reload, :peer)
+    beam = :persistent_term.get({ReloadDriver, :beam})
+
+    {:module, ReloadDriver} =
+      :erpc.call(node, :code, :load_binary, [ReloadDriver, ~c"driver", beam])
+
+    {:ok, _} = :erpc.call(node, Application, :ensure_all_started, [:hrw])
+    %{peer: peer, node: node}
+  end
+
+  # The code operations of each case, run on the peer one after another while the
+  # loopers run. A hard purge kills the processes that are inside the purged code
+  # at that instant (the VM's rule for every module), so those cases allow a looper
+  # to end :killed; no case allows a wrong answer.
+  @cases [
+    {"load_file (an upgrade)", [:load], false},
+    {"load_file twice, then soft_purge", [:load, :soft_purge, :load, :soft_purge], false},
+    {"load_file, then purge", [:load, :purge], true},
+    {"delete, purge, and load again", [:load, :purge, :delete, :purge, :load], true}
+  ]
+
+  for {name, ops, kills?} <- @cases do
+    test "#{name}: the VM survives and every function keeps answering", %{node: node} do
+      check(node, unquote(ops), unquote(kills?))
+    end
+  end
+
+  defp check(node, ops, kills?) do
+    me = self()
+
+    # On the peer: structures, their expected answers, and the loopers.
+    {fixtures, expected, loopers} = :erpc.call(node, ReloadDriver, :start, [me, @loopers])
+    refs = Map.new(loopers, &{Process.monitor(&1), &1})
+    for op <- ops, do: IO.inspect({op, run(node, op)}, label: "op")
+    IO.puts("ops done")
+
+    # A process started after the operations answers like the ones before, on the
+    # structures built before them and on new ones.
+    assert :erpc.call(node, ReloadDriver, :fresh_rounds, [fixtures], 60_000) ==
+             {expected, expected}
+
+    # Every looper that is still alive ran more rounds, all of them right.
+    results =
+      for {ref, pid} <- refs do
+        send(pid, :stop)
+
+        receive do
+          {:looped, ^pid, good, bad} ->
+            assert bad == [], "a looper got wrong answers: #{inspect(bad, limit: :infinity)}"
+            Process.demonitor(ref, [:flush])
+            {:ran, good}
+
+          {:DOWN, ^ref, :process, ^pid, reason} ->
+            assert kills? and reason == :killed, "a looper ended: #{inspect(reason)}"
+            :killed
+        after
+          30_000 ->
+            info = :erpc.call(node, Process, :info, [pid, [:status, :current_stacktrace]])
+            flunk("a looper did not answer: #{inspect(info, limit: :infinity)}")
+        end
+      end
+
+    assert Enum.any?(results, &match?({:ran, n} when n > 0, &1))
+    assert :erpc.call(node, :code, :is_loaded, [HRW.Native]) != false
+  end
+
+  defp run(node, :load), do: assert({:module, HRW.Native} = remote(node, :load_file))
+  defp run(node, :purge), do: remote(node, :purge)
+  defp run(node, :delete), do: remote(node, :delete)
+
+  # soft_purge refuses while a process still runs the old code: retried until the
+  # loopers have left it (each call into HRW.Native moves them to the new code).
+  defp run(node, :soft_purge) do
+    HRW.TestPeers.eventually(fn -> remote(node, :soft_purge) end, "soft_purge")
+  end
+
+  defp remote(node, fun), do: :erpc.call(node, :code, fun, [HRW.Native], 60_000)
+end
