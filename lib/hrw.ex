@@ -205,7 +205,9 @@ defmodule HRW do
       node; `owners/4` lists the pinned nodes first, then the skeleton's own owners
       without those. Batches, `group_by_owner/3` and `moves/4` follow them. Keys
       match exactly, as map keys (`1` and `1.0` differ); a list value is always a
-      list of nodes. Read them back with `HRW.Skeleton.overrides/1`. The same
+      list of nodes. A key nested deeper than 256 levels, which no lookup of a
+      native skeleton accepts, is refused (a skeleton scored in Elixir takes any
+      key). Read them back with `HRW.Skeleton.overrides/1`. The same
       option exists for `HRW.Ring.new/2`, where it is described in full. A
       skeleton without overrides pays nothing for the feature.
 

@@ -494,7 +494,7 @@ defmodule HRW.Cluster do
   """
   @spec put_overrides(name(), %{optional(term()) => node() | [node()]}) :: :ok
   def put_overrides(name, overrides) do
-    overrides = HRW.Overrides.new!(overrides, "HRW.Cluster.put_overrides/2")
+    overrides = HRW.Overrides.new!(overrides, "HRW.Cluster.put_overrides/2", true)
 
     case GenServer.call(server!(name), {:put_overrides, overrides}, 60_000) do
       :ok -> :ok
@@ -622,7 +622,7 @@ defmodule HRW.Cluster do
       allow: filter!(opts, :allow),
       deny: filter!(opts, :deny),
       weight_fn: weight_fn!(Keyword.get(opts, :weight_fn)),
-      overrides_option: HRW.Overrides.new!(Keyword.get(opts, :overrides), "HRW.Cluster")
+      overrides_option: HRW.Overrides.new!(Keyword.get(opts, :overrides), "HRW.Cluster", true)
     }
   end
 
