@@ -205,7 +205,9 @@ defmodule HRW do
       node; `owners/4` lists the pinned nodes first, then the skeleton's own owners
       without those. Batches, `group_by_owner/3` and `moves/4` follow them. Keys
       match exactly, as map keys (`1` and `1.0` differ); a list value is always a
-      list of nodes. Read them back with `HRW.Skeleton.overrides/1`. The same
+      list of nodes. A key nested deeper than 256 levels, which no lookup of a
+      native skeleton accepts, is refused (a skeleton scored in Elixir takes any
+      key). Read them back with `HRW.Skeleton.overrides/1`. The same
       option exists for `HRW.Ring.new/2`, where it is described in full. A
       skeleton without overrides pays nothing for the feature.
 
@@ -441,8 +443,10 @@ defmodule HRW do
   # size whatever the value: at most 3 levels and 5 elements per level are shown,
   # binaries and atoms are cut to 64 bytes, integers beyond 64 bits are described
   # by their size (converting a bignum to decimal is quadratic), and long or
-  # improper lists are never walked to their end. Every message that shows a
-  # user's value goes through here.
+  # improper lists are never walked to their end. Text is only ever cut between
+  # characters (between graphemes where the cut allows it), so the result is valid
+  # UTF-8 whatever the value. Every message that shows a user's value goes through
+  # here.
   @spec brief(term()) :: String.t()
   def brief(value), do: value |> brief(3) |> IO.iodata_to_binary()
 
@@ -455,13 +459,10 @@ defmodule HRW do
 
   defp brief(v, _depth) when is_integer(v) or is_float(v), do: inspect(v)
 
-  defp brief(a, _depth) when is_atom(a) do
-    text = inspect(a)
-    if byte_size(text) > @shown_bytes, do: [binary_part(text, 0, @shown_bytes), "..."], else: text
-  end
+  defp brief(a, _depth) when is_atom(a), do: cut(inspect(a))
 
   defp brief(b, _depth) when is_binary(b) and byte_size(b) > @shown_bytes do
-    [inspect(binary_part(b, 0, @shown_bytes)), "... (#{byte_size(b)} bytes)"]
+    [inspect(prefix(b, @shown_bytes)), "... (#{byte_size(b)} bytes)"]
   end
 
   defp brief(b, _depth) when is_bitstring(b) and bit_size(b) > 8 * @shown_bytes do
@@ -495,8 +496,45 @@ defmodule HRW do
   defp map(m, depth) do
     {entries, more} = take(:maps.next(:maps.iterator(m)), @shown, [])
     shown = for {k, v} <- entries, do: [brief(k, depth - 1), " => ", brief(v, depth - 1)]
-    prefix = if is_struct(m), do: ["%", inspect(m.__struct__), "{"], else: "%{"
+    prefix = if is_struct(m), do: ["%", cut(inspect(m.__struct__)), "{"], else: "%{"
     [prefix, Enum.intersperse(shown, ", "), if(more, do: ", ...", else: ""), "}"]
+  end
+
+  # Text (valid UTF-8, as `inspect` returns it) of at most @shown_bytes bytes, or its
+  # first characters and "...".
+  defp cut(text) when byte_size(text) <= @shown_bytes, do: text
+  defp cut(text), do: [prefix(text, @shown_bytes), "..."]
+
+  # The longest prefix of `bytes` of at most `max` bytes (`max < byte_size(bytes)`)
+  # that does not end inside a UTF-8 character, nor, unless that leaves nothing,
+  # inside a grapheme: a UTF-8 binary stays UTF-8. Other binaries are cut at `max`,
+  # or just before bytes that look like the start of a character. Bounded work: at
+  # most `max` + 4 bytes are read.
+  defp prefix(bytes, max) do
+    at = char_start(bytes, max, max)
+    head = binary_part(bytes, 0, at)
+    next = binary_part(bytes, at, min(4, byte_size(bytes) - at))
+
+    with true <- String.valid?(head),
+         {char, _} <- String.next_codepoint(next),
+         [_, _ | _] = graphemes <- String.graphemes(head),
+         # `char` continues the last grapheme (a combining mark, say): drop that one.
+         true <- length(String.graphemes(head <> char)) == length(graphemes) do
+      graphemes |> Enum.drop(-1) |> IO.iodata_to_binary()
+    else
+      _ -> head
+    end
+  end
+
+  # `at` moved back over continuation bytes (0b10xxxxxx) to the start of the
+  # character the byte at `at` belongs to; `max` when no start is within 3 bytes
+  # (not UTF-8 there anyway).
+  defp char_start(bytes, at, max) do
+    cond do
+      max - at > 3 or at == 0 -> max
+      Bitwise.band(:binary.at(bytes, at), 0xC0) == 0x80 -> char_start(bytes, at - 1, max)
+      true -> at
+    end
   end
 
   defp take(:none, _left, acc), do: {Enum.reverse(acc), false}

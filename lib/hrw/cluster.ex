@@ -27,13 +27,15 @@ defmodule HRW.Cluster do
 
   ## Names
 
-  `:name` is an atom (not `nil`, `true` or `false`) of at most 243 characters. The
+  `:name` is an atom (not `nil`, `true` or `false`) of at most 243 characters,
+  counted as the VM counts an atom's length: in Unicode code points (`"é"` written
+  as `"e\u0301"` is two), not graphemes or bytes. The
   server is registered locally as the atom `:"HRW.Cluster:" <> Atom.to_string(name)`
   (for `name: :cache`, `:"HRW.Cluster:cache"`; for `name: MyApp.Ring`,
   `:"HRW.Cluster:Elixir.MyApp.Ring"`). That rule is injective: two different names
   never share a server or an entry (`Foo` and `:Foo` are two clusters), and `name`
   itself stays free for a process of your own, such as the cache the cluster routes
-  for.
+  for. (An atom holds at most 255 code points, and the prefix takes 12 of them.)
 
   ## Members
 
@@ -178,7 +180,8 @@ defmodule HRW.Cluster do
   @first_retry 1_000
   @max_retry 30_000
   @prefix "HRW.Cluster:"
-  @max_name 255 - byte_size(@prefix)
+  # The VM's limit on an atom's length (in code points), less the prefix's.
+  @max_name 255 - length(String.to_charlist(@prefix))
 
   # The published entry: {@tag, generation, history, {spec, overrides_option}}.
   # `history` is a tuple of `depth` structures, newest first (nil for an empty
@@ -494,7 +497,7 @@ defmodule HRW.Cluster do
   """
   @spec put_overrides(name(), %{optional(term()) => node() | [node()]}) :: :ok
   def put_overrides(name, overrides) do
-    overrides = HRW.Overrides.new!(overrides, "HRW.Cluster.put_overrides/2")
+    overrides = HRW.Overrides.new!(overrides, "HRW.Cluster.put_overrides/2", true)
 
     case GenServer.call(server!(name), {:put_overrides, overrides}, 60_000) do
       :ok -> :ok
@@ -560,7 +563,7 @@ defmodule HRW.Cluster do
 
   defp valid_name?(name) do
     is_atom(name) and name not in [nil, true, false] and
-      String.length(Atom.to_string(name)) <= @max_name
+      length(Atom.to_charlist(name)) <= @max_name
   end
 
   defp server_name(name), do: String.to_atom(@prefix <> Atom.to_string(name))
@@ -622,7 +625,7 @@ defmodule HRW.Cluster do
       allow: filter!(opts, :allow),
       deny: filter!(opts, :deny),
       weight_fn: weight_fn!(Keyword.get(opts, :weight_fn)),
-      overrides_option: HRW.Overrides.new!(Keyword.get(opts, :overrides), "HRW.Cluster")
+      overrides_option: HRW.Overrides.new!(Keyword.get(opts, :overrides), "HRW.Cluster", true)
     }
   end
 
@@ -634,7 +637,7 @@ defmodule HRW.Cluster do
         else
           raise ArgumentError,
                 "HRW.Cluster :name must be an atom other than nil, true and false, " <>
-                  "at most #{@max_name} characters long, got: #{HRW.brief(name)}"
+                  "at most #{@max_name} characters (code points) long, got: #{HRW.brief(name)}"
         end
 
       :error ->
@@ -1166,7 +1169,7 @@ defmodule HRW.Cluster do
 
   defp describe(:error, %{__exception__: true, message: message} = exception)
        when is_binary(message),
-       do: "raised #{inspect(exception.__struct__)}: #{HRW.brief(message)}"
+       do: "raised #{HRW.brief(exception.__struct__)}: #{HRW.brief(message)}"
 
   defp describe(:error, reason), do: "raised #{HRW.brief(reason)}"
   defp describe(:throw, value), do: "threw #{HRW.brief(value)}"

@@ -19,19 +19,40 @@ defmodule HRW.Overrides do
   there is nothing to override (option absent, `nil` or `%{}`), else a map whose
   values are non-empty lists of distinct nodes. A value that is not a list is one
   node; a list is always a list of nodes.
-  """
-  @spec new!(term(), String.t()) :: t() | nil
-  def new!(nil, _caller), do: nil
-  def new!(overrides, _caller) when overrides == %{}, do: nil
 
-  def new!(overrides, caller) when is_map(overrides) and not is_struct(overrides) do
-    Map.new(overrides, fn {key, value} -> {key, pinned!(key, value, caller)} end)
+  `hashed?` says whether the structure looks keys up by their term id (every native
+  ring and skeleton): then every key must have one (`HRW.term_id/1`, which refuses
+  terms nested deeper than 256 levels), because a key that every lookup refuses
+  could only be answered by some entry points and refused by others. Structures
+  scored in Elixir (`hash_fn`, custom scorers) never hash a key natively and take
+  any key.
+  """
+  @spec new!(term(), String.t(), boolean()) :: t() | nil
+  def new!(nil, _caller, _hashed?), do: nil
+  def new!(overrides, _caller, _hashed?) when overrides == %{}, do: nil
+
+  def new!(overrides, caller, hashed?) when is_map(overrides) and not is_struct(overrides) do
+    Map.new(overrides, fn {key, value} ->
+      if hashed?, do: hashable!(key, caller)
+      {key, pinned!(key, value, caller)}
+    end)
   end
 
-  def new!(other, caller) do
+  def new!(other, caller, _hashed?) do
     raise ArgumentError,
           "#{caller} option :overrides must be a map of key => node or [node, ...], " <>
             "got: #{HRW.brief(other)}"
+  end
+
+  # The same check, and so the same refusal, as every lookup of the key makes.
+  defp hashable!(key, caller) do
+    _ = HRW.term_id(key)
+    :ok
+  rescue
+    error in ArgumentError ->
+      raise ArgumentError,
+            "#{caller} option :overrides: key #{HRW.brief(key)} can never be looked up " <>
+              "(#{Exception.message(error)}), so it cannot be overridden; leave it out"
   end
 
   defp pinned!(key, [_ | _] = nodes, caller) do

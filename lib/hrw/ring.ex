@@ -53,6 +53,10 @@ defmodule HRW.Ring do
 
     * A pinned node need not be one of the ring's nodes.
     * Keys match as map keys do: exactly (`1` and `1.0` are different keys).
+    * A key must be one the ring can look up at all: every entry point refuses a key
+      nested deeper than 256 levels (docs/HASHING.md, "Term ids") with
+      `ArgumentError`, so an override for one is refused here, when the ring is
+      built, rather than answered by some entry points and refused by others.
     * A value that is not a list is one node; a list is a non-empty list of nodes
       (to pin a node that is itself a list, wrap it: `[[:a, :b]]`).
     * The overrides are kept in the struct, so they survive `:erlang.term_to_binary/1`
@@ -83,7 +87,7 @@ defmodule HRW.Ring do
   def new(nodes, opts \\ []) do
     weighted? = HRW.native_scorer!(opts, "HRW.Ring.new/2", [:scorer, :overrides])
     HRW.checked_nodes!(nodes)
-    overrides = Overrides.new!(Keyword.get(opts, :overrides), "HRW.Ring.new/2")
+    overrides = Overrides.new!(Keyword.get(opts, :overrides), "HRW.Ring.new/2", true)
     {resource, nodes, weights, fingerprint} = Native.ring_new(nodes, weighted?)
 
     %__MODULE__{

@@ -51,7 +51,9 @@ defmodule HRW.Skeleton do
     HRW.checked_nodes!(nodes)
     cluster_size = option(opts, :cluster_size, @default_cluster_size, 1)
     fanout = option(opts, :fanout, @default_fanout, 2)
-    overrides = Overrides.new!(Keyword.get(opts, :overrides), "HRW.build/2")
+
+    overrides =
+      Overrides.new!(Keyword.get(opts, :overrides), "HRW.build/2", not is_struct(scorer))
 
     case scorer do
       elixir_scorer when is_struct(elixir_scorer) ->

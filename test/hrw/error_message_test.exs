@@ -24,7 +24,9 @@ defmodule HRW.ErrorMessageTest do
       [1, 2, 3 | big],
       List.to_tuple(List.duplicate(big, 10_000)),
       %URI{host: :binary.copy("h", 1_000_000)},
-      String.to_atom(String.duplicate("a", 255))
+      String.to_atom(String.duplicate("a", 255)),
+      # The longest atom in bytes: 255 four-byte characters.
+      String.to_atom(String.duplicate("😀", 255))
     ]
   end
 

@@ -50,11 +50,12 @@ pub fn decode_weighted<'a>(entry: Term<'a>) -> Outcome<(Term<'a>, f64, Term<'a>)
 /// the calling scheduler (2.5 s for a 2^1000000 weight, 40 s for 2^4000000), and
 /// would walk every element of a large compound term.
 fn describe(term: Term) -> String {
-    const SHOWN_BYTES: usize = 64;
     match term.get_type() {
         TermType::Integer if term.decode::<i64>().is_ok() => format!("{term:?}"),
         TermType::Integer => "an integer outside the 64-bit range".to_string(),
-        TermType::Float | TermType::Atom => format!("{term:?}"),
+        TermType::Float => format!("{term:?}"),
+        // An atom name holds up to 255 characters (over 1 KB of UTF-8).
+        TermType::Atom => shown(format!("{term:?}")),
         TermType::Binary => match Binary::from_term(term) {
             Ok(bin) if bin.len() <= SHOWN_BYTES => format!("{term:?}"),
             Ok(bin) => format!("a binary of {} bytes", bin.len()),
@@ -72,6 +73,23 @@ fn describe(term: Term) -> String {
         TermType::Fun => "a fun".to_string(),
         TermType::Unknown => "a term of an unknown type".to_string(),
     }
+}
+
+/// Longest text shown whole in a message, in bytes (as `HRW.brief/1`).
+const SHOWN_BYTES: usize = 64;
+
+/// `text` when at most [`SHOWN_BYTES`] long, else its first characters (cut at a
+/// character boundary, so it stays UTF-8) and `...`.
+fn shown(mut text: String) -> String {
+    if text.len() > SHOWN_BYTES {
+        let mut at = SHOWN_BYTES;
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        text.truncate(at);
+        text.push_str("...");
+    }
+    text
 }
 
 /// The weighted standing as one integer where higher wins, ordered exactly as owners

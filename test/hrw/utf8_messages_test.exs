@@ -1,0 +1,216 @@
+defmodule HRW.Utf8MessagesTest do
+  # Error messages and log lines cut users' values short; a cut never falls inside a
+  # character, so every message stays valid UTF-8 whatever the value. HRW.Cluster
+  # names are checked by the VM's own rule for atoms (at most 255 code points).
+  use ExUnit.Case, async: true
+
+  import ExUnit.CaptureLog
+
+  # Loose: brief/1 shows 5 × 5 leaves of at most ~90 bytes (the tight bounds are
+  # error_message_test.exs's); here what matters is UTF-8.
+  @max_message 2_500
+
+  # Multi-byte text of every UTF-8 width, cut at every offset modulo the width, with
+  # combining marks and a single grapheme longer than any cut.
+  defp texts do
+    for base <- ["é", "€", "😀", "e\u0301", "🇫🇷", "a\u0301\u0302"],
+        lead <- ["", "a", "ab", "abc"],
+        do: lead <> String.duplicate(base, 100)
+  end
+
+  defp hostile do
+    long_texts = texts() ++ ["e" <> String.duplicate("\u0301", 300)]
+
+    atoms =
+      [
+        String.duplicate("é", 100),
+        String.duplicate("e\u0301", 127),
+        String.duplicate("😀", 255),
+        "a b " <> String.duplicate("€", 200)
+      ]
+      |> Enum.map(&String.to_atom/1)
+
+    values = long_texts ++ atoms
+
+    values ++
+      [
+        Enum.take(values, 7),
+        List.to_tuple(atoms),
+        Map.new(atoms, &{&1, &1}),
+        %{__struct__: hd(atoms), field: List.last(long_texts)}
+      ]
+  end
+
+  defp message(fun) do
+    _ = fun.()
+    nil
+  rescue
+    e in ArgumentError -> Exception.message(e)
+  end
+
+  defp assert_valid(text, what) do
+    assert String.valid?(text), "#{what}: not UTF-8: #{inspect(text, binaries: :as_binaries)}"
+    assert byte_size(text) <= @max_message, "#{what}: #{byte_size(text)} bytes"
+  end
+
+  test "HRW.brief/1 of multi-byte text is valid UTF-8 and shows whole characters" do
+    for {value, v} <- Enum.with_index(hostile()), do: assert_valid(HRW.brief(value), "value #{v}")
+
+    # What is shown is the start of the text, cut between characters.
+    for text <- texts() do
+      [_, shown] = Regex.run(~r/^"(.*)"\.\.\. \(\d+ bytes\)$/us, HRW.brief(text))
+      assert String.starts_with?(text, shown)
+      assert byte_size(shown) >= 64 - 12
+      # Between graphemes: the rest of the text starts a new one.
+      rest = binary_part(text, byte_size(shown), byte_size(text) - byte_size(shown))
+      assert String.graphemes(text) == String.graphemes(shown) ++ String.graphemes(rest)
+    end
+
+    atom = String.to_atom(String.duplicate("é", 100))
+    assert HRW.brief(atom) == ":" <> String.duplicate("é", 31) <> "..."
+
+    # A grapheme longer than the cut is cut between its code points.
+    assert HRW.brief("e" <> String.duplicate("\u0301", 300)) ==
+             ~s["e] <> String.duplicate("\u0301", 31) <> ~s["... (601 bytes)]
+
+    # Bytes that are not UTF-8 are still shown as bytes.
+    assert HRW.brief(:binary.copy(<<0xC3>>, 100)) =~ ~r/^<<195, 195, /
+  end
+
+  test "every error path that shows a value is valid UTF-8" do
+    # (Failure texts name values by their index: a label must not itself be the
+    # invalid text being tested for.)
+    for {value, v} <- Enum.with_index(hostile()) do
+      calls = [
+        fn -> HRW.build(["a"], cluster_size: value) end,
+        fn -> HRW.build(["a"], fanout: value) end,
+        fn -> HRW.owner("k", ["a"], scorer: value) end,
+        fn -> HRW.owner("k", ["a"], scorer: %HRW{hash_fn: value}) end,
+        fn -> HRW.owner("k", ["a"], [{value, 1}]) end,
+        fn -> HRW.owner("k", ["a"], value) end,
+        fn -> HRW.owners("k", ["a"], value) end,
+        fn -> HRW.owner("k", value) end,
+        fn -> HRW.owners("k", value, 1) end,
+        fn -> HRW.owner_batch(value, ["a"]) end,
+        fn -> HRW.owner_batch(["k"], value) end,
+        fn -> HRW.group_by_owner(value, ["a"]) end,
+        fn -> HRW.moves(["k"], ["a"], value) end,
+        fn -> HRW.Bounded.assignments(["k"], ["a"], epsilon: value) end,
+        fn -> HRW.owner("k", [{"a", value}], scorer: %HRW.Weighted{}) end,
+        fn -> HRW.owner("k", [value], scorer: %HRW.Weighted{}) end,
+        fn ->
+          HRW.owner("k", [{"a", value}], scorer: %HRW.Weighted{hash_fn: &:erlang.phash2/1})
+        end,
+        fn -> HRW.Weighted.score(%HRW.Weighted{}, "k", {"a", value}) end,
+        fn -> HRW.Ring.new([{"a", value}], scorer: %HRW.Weighted{}) end,
+        fn -> HRW.Ring.new(["a"], overrides: value) end,
+        fn -> HRW.Ring.new(["a"], overrides: %{value => []}) end,
+        fn -> HRW.build(["a"], overrides: %{{value, nested(300)} => "p"}) end,
+        fn -> HRW.Cluster.owner(value, "k") end,
+        fn -> HRW.Cluster.subscribe(value) end,
+        fn -> HRW.Cluster.start_link(name: :hrw_utf8, debounce: value) end,
+        fn -> HRW.Cluster.start_link(name: :hrw_utf8, allow: value) end,
+        fn -> HRW.Cluster.start_link(name: :hrw_utf8, overrides: value) end,
+        fn -> HRW.Cluster.child_spec(name: :hrw_utf8, source: value) end
+      ]
+
+      for {call, i} <- Enum.with_index(calls), text = message(call) do
+        assert_valid(text, "call #{i} with value #{v}")
+      end
+    end
+  end
+
+  test "HRW.Cluster failures and log lines that name a value are valid UTF-8" do
+    name = String.to_atom(String.duplicate("é", 100))
+
+    for {value, v} <- Enum.with_index(hostile()) do
+      log =
+        capture_log(fn ->
+          assert {:error, {:evaluation_failed, message}} =
+                   HRW.Cluster.start(name: name, weight_fn: fn _ -> value end)
+
+          assert_valid(message, "weight_fn returning value #{v}")
+
+          assert {:error, {:evaluation_failed, message}} =
+                   HRW.Cluster.start(
+                     name: name,
+                     weight_fn: fn _ -> raise ArgumentError, text(value) end
+                   )
+
+          assert_valid(message, "weight_fn raising value #{v}")
+        end)
+
+      assert String.valid?(log), "log not UTF-8: #{inspect(log, binaries: :as_binaries)}"
+    end
+
+    {:ok, pid} = HRW.Cluster.start(name: name)
+
+    log =
+      capture_log([level: :debug], fn ->
+        for value <- hostile(), do: send(pid, {:hrw_utf8_test, value})
+        # A call is answered after the messages sent before it are handled.
+        assert HRW.Cluster.subscribe(name) == :ok
+      end)
+
+    assert String.valid?(log), "log not UTF-8: #{inspect(log, binaries: :as_binaries)}"
+    assert log =~ "ignored {:hrw_utf8_test, "
+    GenServer.stop(pid)
+  end
+
+  defp text(value) when is_binary(value), do: value
+  defp text(value), do: inspect(value)
+
+  defp nested(n), do: Enum.reduce(1..n, :leaf, fn _, acc -> [acc] end)
+
+  describe "HRW.Cluster names" do
+    # 243 code points is the most: the server's name adds 12 ("HRW.Cluster:") and
+    # an atom holds at most 255.
+    test "are counted in code points, as the VM counts an atom's length" do
+      combining = fn cps ->
+        String.duplicate("e\u0301", div(cps, 2)) <> String.duplicate("e", rem(cps, 2))
+      end
+
+      for cps <- [242, 243] do
+        name = String.to_atom(combining.(cps))
+        assert length(Atom.to_charlist(name)) == cps
+        {:ok, pid} = HRW.Cluster.start(name: name)
+        assert HRW.Cluster.owner(name, "k") == node()
+        assert HRW.Cluster.subscribe(name) == :ok
+        GenServer.stop(pid)
+      end
+
+      # Four-byte characters count once each.
+      name = String.to_atom(String.duplicate("😀", 243))
+      {:ok, pid} = HRW.Cluster.start(name: name)
+      GenServer.stop(pid)
+
+      # 127 × "e\u0301" is 127 graphemes but 254 code points (the report), 255 is
+      # the longest atom.
+      for cps <- [244, 254, 255] do
+        name = String.to_atom(combining.(cps))
+
+        for call <- [
+              fn -> HRW.Cluster.start(name: name) end,
+              fn -> HRW.Cluster.start_link(name: name) end,
+              fn -> HRW.Cluster.child_spec(name: name) end
+            ] do
+          error = assert_raise ArgumentError, call
+          assert error.message =~ "at most 243 characters (code points)"
+          assert_valid(error.message, "name of #{cps} code points")
+        end
+
+        for call <- [
+              fn -> HRW.Cluster.subscribe(name) end,
+              fn -> HRW.Cluster.put_overrides(name, %{}) end,
+              fn -> HRW.Cluster.owner(name, "k") end
+            ] do
+          error = assert_raise ArgumentError, call
+          assert error.message =~ "is running"
+        end
+      end
+
+      # 256 code points is no atom at all: the VM refuses it.
+      assert_raise SystemLimitError, fn -> String.to_atom(combining.(256)) end
+    end
+  end
+end
