@@ -8,6 +8,7 @@ for n <- [1_000, 5_000, 10_000, 50_000] do
   chunks = Enum.chunk_every(atoms, 1_000)
   run = fn -> Enum.each(chunks, &HRW.Native.term_id_dirty/1) end
   run.()
+
   times =
     for _ <- 1..30 do
       t = System.monotonic_time(:nanosecond)

@@ -340,9 +340,9 @@ defmodule HRW.BudgetTest do
     assert probe(:term_id, [List.duplicate(self(), 1_000)]) == :needs_dirty
 
     # An atom missing from the cache pays for reading its name, by its length.
-    long = String.to_atom(String.duplicate("q", 250) <> "#{System.unique_integer([:positive])}")
+    long = String.to_atom(String.duplicate("q", 240) <> "#{System.unique_integer([:positive])}")
     assert {:ok, charged, _} = Native.probe(:term_id, [long])
-    assert charged >= 250 / 2 + 48
+    assert charged >= 240 / 2 + 48
   end
 
   test "the atom cache keeps caching new atoms once it is full" do
@@ -398,5 +398,14 @@ defmodule HRW.BudgetTest do
       for eps <- [0.0, 0.25],
           do: probe(:bounded_assignments, [keys, names(n), eps])
     end
+
+    # Large keys: the result map hashes (or compares) each of them.
+    for size <- [1, 1_000, 100_000], k <- [2, 40, 200] do
+      keys = Enum.map(1..k, &(blob(&1 + 1_000, size) <> "#{&1}"))
+      probe(:bounded_assignments, [keys, names(10), 0.1])
+    end
+
+    big = Enum.map(1..40, &(blob(&1, 100_000) <> "#{&1}"))
+    assert probe(:bounded_assignments, [big, names(10), 0.1]) == :needs_dirty
   end
 end

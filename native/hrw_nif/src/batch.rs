@@ -255,18 +255,44 @@ impl NodeIds {
         if let Some(&known) = self.seen.get(&i) {
             return Ok(known);
         }
-        let term = nodes.get(i);
-        let (units, bytes) = (budget.remaining(), budget.binary_bytes());
-        let walked = term_id_in(term.get_env(), term.as_c_arg(), budget, &mut Probes::new())?;
-        let id = match nodes {
-            Nodes::Decoded(_, ids) => ids[i as usize],
-            Nodes::Tuple(_) => walked,
-        };
-        let cost = units.saturating_sub(budget.remaining())
-            + MAP_KEY_COST_PER_BYTE * budget.binary_bytes().wrapping_sub(bytes);
-        self.seen.insert(i, (id, cost));
-        Ok((id, cost))
+        let known = node_id(nodes, i, budget)?;
+        self.seen.insert(i, known);
+        Ok(known)
     }
+}
+
+/// What the VM's map builder spends on `n` keys whose costs (see [`NodeIds`]) sum
+/// to `key_costs`: each hashed once and compared on a hash match (a large map), or
+/// compared with up to every other key (a flat map's insertion sort).
+pub fn map_keys_cost(key_costs: u64, n: usize) -> u64 {
+    let per_key = if n > FLAT_MAP_KEYS {
+        3
+    } else {
+        n.max(2) as u64
+    };
+    key_costs.saturating_mul(per_key)
+}
+
+/// The map-key cost of a term whose walk charged `walk_units` and hashed
+/// `binary_bytes` bytes of binaries (see [`NodeIds`]).
+pub fn map_key_cost(walk_units: u64, binary_bytes: u64) -> u64 {
+    walk_units + MAP_KEY_COST_PER_BYTE * binary_bytes
+}
+
+/// `(id, map-key cost)` of node `i` of `nodes` (see [`NodeIds`]), its walk charged.
+fn node_id(nodes: &Nodes, i: u32, budget: &mut Budget) -> Outcome<(u64, u64)> {
+    let term = nodes.get(i);
+    let (units, bytes) = (budget.remaining(), budget.binary_bytes());
+    let walked = term_id_in(term.get_env(), term.as_c_arg(), budget, &mut Probes::new())?;
+    let id = match nodes {
+        Nodes::Decoded(_, ids) => ids[i as usize],
+        Nodes::Tuple(_) => walked,
+    };
+    let cost = map_key_cost(
+        units.saturating_sub(budget.remaining()),
+        budget.binary_bytes().wrapping_sub(bytes),
+    );
+    Ok((id, cost))
 }
 
 /// The shared front of every batch: decode, charge, look up.
@@ -355,7 +381,6 @@ fn groups<'a>(
     let mut names: Vec<Term<'a>> = Vec::new();
     let mut lists: Vec<Term<'a>> = Vec::new();
     let mut key_costs: u64 = 0;
-    let mut node_ids = NodeIds::new();
     for group in order.chunk_by(|&x, &y| owners[x as usize] == owners[y as usize]) {
         work::count(work::ELEMENT * group.len() as u64);
         let members: Vec<ErlNifTerm> = group
@@ -365,21 +390,14 @@ fn groups<'a>(
         let owner = owners[group[0] as usize];
         if budget.is_limited() {
             // What the VM's map builder will spend on this node term as a key.
-            key_costs += node_ids.get(nodes, owner, budget)?.1;
+            key_costs += node_id(nodes, owner, budget)?.1;
         }
         names.push(nodes.get(owner));
         lists.push(make_list(env, &members)?);
     }
-    // Hashed once and compared on a hash match (a large map), or compared with up
-    // to every other key (a flat map's insertion sort): before the map is built.
     let groups = names.len();
-    let per_key = if groups > FLAT_MAP_KEYS {
-        3
-    } else {
-        groups.max(2) as u64
-    };
-    budget.charge(key_costs.saturating_mul(per_key))?;
-    work::count(key_costs.saturating_mul(per_key));
+    budget.charge(map_keys_cost(key_costs, groups))?;
+    work::count(map_keys_cost(key_costs, groups));
     work::count(work::sort(groups));
     Term::map_from_term_arrays(env, &names, &lists).or_else(|_| bad_arg("could not build the map"))
 }
