@@ -92,6 +92,25 @@ defmodule HRW.BatchTest do
     end
   end
 
+  test "moves compares owners by node, not by where their terms live" do
+    # The same large nodes copied separately (as through :persistent_term): no key
+    # moves; a node added moves exactly the keys it wins, as the term compare did.
+    keys = Enum.map(1..500, &"key-#{&1}")
+    nodes = Enum.map(1..3, &:binary.copy(<<&1>>, 100_000))
+    copies = Enum.map(nodes, &:binary.copy/1)
+    grown = copies ++ [:binary.copy("n", 100_000)]
+
+    for built <- [&HRW.Ring.new/1, &HRW.build/1, & &1] do
+      assert HRW.moves(keys, built.(nodes), built.(copies)) == []
+
+      expected =
+        for k <- keys, o = HRW.owner(k, nodes), n = HRW.owner(k, grown), o != n, do: {k, o, n}
+
+      assert expected != []
+      assert HRW.moves(keys, built.(nodes), built.(grown)) == expected
+    end
+  end
+
   test "batches work with stale resources" do
     nodes = node_names(50)
     bin = :erlang.term_to_binary({HRW.Ring.new(nodes), HRW.build(nodes)})

@@ -276,6 +276,121 @@ defmodule HRW.BudgetTest do
     assert probe(:batch_moves, [one, big_t, big_t, 1]) == :ok
   end
 
+  # A binary of `n` bytes that does not start on a byte boundary (inspecting it
+  # copies it).
+  defp unaligned(n) do
+    <<_::1, k::binary-size(n), _::7>> = :binary.copy(<<0>>, n + 1)
+    k
+  end
+
+  # A node term of `n` bytes that is not shared with any other (a fresh copy).
+  defp blob(i, n), do: :binary.copy(<<rem(i, 251)>>, n)
+
+  test "node terms of 1 B to 1 MB: builds, owners, groups and moves charge their size" do
+    keys = Enum.map(1..2_000, &"key-#{&1}")
+
+    for size <- [1, 100, 10_000, 100_000, 1_000_000], count <- [1, 3, 40] do
+      nodes = Enum.map(1..count, &blob(&1, size))
+      # The same nodes, copied separately (as through :persistent_term).
+      copies = Enum.map(nodes, &:binary.copy/1)
+      ring = HRW.Ring.new(nodes)
+      {ta, tb} = {Native.batch_target(ring), Native.batch_target(HRW.Ring.new(copies))}
+      probe(:list_owner, ["key", nodes, false])
+      probe(:ring_new, [nodes, false])
+      probe(:batch_owners, [keys, ta, 1])
+      probe(:batch_groups, [keys, ta, 1])
+      probe(:batch_moves, [keys, ta, tb, 1])
+      probe(:batch_moves, [keys, ta, {:list, copies, false}, 1])
+      probe(:batch_moves, [keys, {:list, copies, false}, ta, 1])
+    end
+  end
+
+  test "the found uncharged work is charged (each returned :ok before)" do
+    keys = Enum.map(1..2_000, &"key-#{&1}")
+    mb = Enum.map(1..3, &blob(&1, 1_000_000))
+    :persistent_term.put({__MODULE__, :mb}, HRW.Ring.new(mb))
+    copied = :persistent_term.get({__MODULE__, :mb})
+    ring = HRW.Ring.new(mb)
+
+    # moves over separately copied 1 MB nodes compared them as terms for each key;
+    # now each node is hashed once and paid for (or the call goes dirty).
+    {outcome, charged, _} =
+      Native.probe(:batch_moves, [keys, Native.batch_target(ring), Native.batch_target(copied), 1])
+
+    assert outcome == :needs_dirty or charged >= 6 * div(1_000_000, 16)
+
+    # group_by_owner's map hashes its 40 one-megabyte keys.
+    forty = HRW.Ring.new(Enum.map(1..40, &blob(&1, 1_000_000)))
+    assert probe(:batch_groups, [keys, Native.batch_target(forty), 1]) == :needs_dirty
+
+    # Unaligned binaries are copied before they are hashed: a key, a node, a batch.
+    assert probe(:term_id, [unaligned(6_300_000)]) == :needs_dirty
+    assert probe(:term_id, [unaligned(500_000)]) == :needs_dirty
+    assert {:ok, charged, _} = Native.probe(:term_id, [unaligned(100_000)])
+    assert charged >= 100_000
+    assert probe(:list_owner, ["k", [unaligned(1_000_000), "b"], false]) == :needs_dirty
+    assert probe(:ring_new, [[unaligned(1_000_000), "b"], false]) == :needs_dirty
+    batch = Enum.map(1..10, fn _ -> unaligned(100_000) end)
+    assert probe(:batch_owners, [batch, Native.batch_target(ring), 1]) == :needs_dirty
+
+    # ids built through term_to_binary, charged by their (bounded) encoded size.
+    assert probe(:term_id, [Enum.map(1..1_000, &(2 ** 2039 + &1))]) == :needs_dirty
+    assert probe(:term_id, [Enum.map(1..1_000, &(-(2 ** 2039) - &1))]) == :needs_dirty
+    assert probe(:term_id, [Enum.map(1..1_000, fn _ -> make_ref() end)]) == :needs_dirty
+    assert probe(:term_id, [List.duplicate(self(), 1_000)]) == :needs_dirty
+
+    # An atom missing from the cache pays for reading its name, by its length.
+    long = String.to_atom(String.duplicate("q", 240) <> "#{System.unique_integer([:positive])}")
+    assert {:ok, charged, _} = Native.probe(:term_id, [long])
+    assert charged >= 240 / 2 + 48
+  end
+
+  test "the atom cache keeps caching new atoms once it is full" do
+    # More atoms than its 8,192 slots, then fresh ones: the second id of a fresh
+    # atom comes from the cache (no name read charged). It evicts, so a concurrent
+    # test may evict one of ours: one hit among a few fresh atoms is enough.
+    fill = for i <- 1..20_000, do: String.to_atom("cache_fill_#{i}_#{System.unique_integer()}")
+    HRW.Native.term_id_dirty(fill)
+
+    hits =
+      for i <- 1..5 do
+        atom = String.to_atom("cache_fresh_#{i}_#{System.unique_integer([:positive])}")
+        {:ok, first, _} = Native.probe(:term_id, [atom])
+        {:ok, second, _} = Native.probe(:term_id, [atom])
+        second < first
+      end
+
+    assert Enum.any?(hits)
+  end
+
+  test "ETF-built ids, unaligned binaries and atom misses in every container shape" do
+    atoms =
+      for i <- 1..300,
+          do:
+            String.to_atom(
+              String.duplicate("z", 230) <> "#{i}_#{System.unique_integer([:positive])}"
+            )
+
+    for term <- [
+          unaligned(1),
+          unaligned(64),
+          unaligned(10_000),
+          {unaligned(100), unaligned(5)},
+          [unaligned(3) | unaligned(1_000)],
+          %{unaligned(7) => unaligned(9)},
+          Enum.map(1..300, &(2 ** 2000 + &1)),
+          List.to_tuple(Enum.map(1..300, &(2 ** 100 + &1))),
+          Map.new(1..100, &{&1, make_ref()}),
+          {self(), make_ref(), hd(atoms)},
+          atoms,
+          List.to_tuple(atoms)
+        ] do
+      probe(:term_id, [term])
+      probe(:list_owner, ["k", [term, "n"], false])
+      probe(:batch_owners, [[term, "k"], Native.batch_target(HRW.build(names(10))), 1])
+    end
+  end
+
   test "bounded assignments charge keys, scans, sorts and the result map" do
     for k <- [0, 1, 100, 2_000, 8_000], n <- [1, 10, 100, 1_000] do
       keys = Enum.map(1..k//1, &"key-#{&1}")
@@ -283,5 +398,14 @@ defmodule HRW.BudgetTest do
       for eps <- [0.0, 0.25],
           do: probe(:bounded_assignments, [keys, names(n), eps])
     end
+
+    # Large keys: the result map hashes (or compares) each of them.
+    for size <- [1, 1_000, 100_000], k <- [2, 40, 200] do
+      keys = Enum.map(1..k, &(blob(&1 + 1_000, size) <> "#{&1}"))
+      probe(:bounded_assignments, [keys, names(10), 0.1])
+    end
+
+    big = Enum.map(1..40, &(blob(&1, 100_000) <> "#{&1}"))
+    assert probe(:bounded_assignments, [big, names(10), 0.1]) == :needs_dirty
   end
 end

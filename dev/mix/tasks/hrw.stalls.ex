@@ -111,6 +111,43 @@ defmodule Mix.Tasks.Hrw.Stalls do
     n_moves = largest(8_192, &Native.batch_moves_normal(keys(&1), target, target, 1))
     n_bounded = largest(8_192, &Native.bounded_assignments_normal(keys(&1), names(100), 0.1))
     {batch_keys, group_keys, move_keys} = {keys(n_batch), keys(n_groups), keys(n_moves)}
+
+    # Node size: 1 MB nodes, the moved structures' nodes copied separately.
+    mb = Enum.map(1..3, &:binary.copy(<<&1>>, 1_000_000))
+    mb_a = shared(:mb_a, fn -> HRW.Ring.new(mb) end)
+    mb_b = shared(:mb_b, fn -> HRW.Ring.new(Enum.map(mb, &:binary.copy/1)) end)
+    {mb_ta, mb_tb} = {Native.batch_target(mb_a.()), Native.batch_target(mb_b.())}
+    n_mb_moves = largest(8_192, &Native.batch_moves_normal(keys(&1), mb_ta, mb_tb, 1))
+    mb_move_keys = keys(n_mb_moves)
+
+    mb40 =
+      shared(:mb40, fn -> HRW.Ring.new(Enum.map(1..40, &:binary.copy(<<&1>>, 1_000_000))) end)
+
+    n_mb_groups =
+      largest(8_192, &Native.batch_groups_normal(keys(&1), Native.batch_target(mb40.()), 1))
+
+    # Largest nodes that a 2,000-key group_by_owner over 40 of them keeps normal.
+    n_node =
+      largest(1_000_000, fn size ->
+        nodes = Enum.map(1..40, &:binary.copy(<<&1>>, size))
+        Native.batch_groups_normal(keys(2_000), Native.batch_target(HRW.Ring.new(nodes)), 1)
+      end)
+
+    sized40 = HRW.Ring.new(Enum.map(1..40, &:binary.copy(<<&1>>, n_node)))
+    mb_group_keys = keys(n_mb_groups)
+    keys_2k = keys(2_000)
+
+    # Unaligned binaries (inspecting one copies it) and ETF-built ids.
+    n_unaligned = largest(10_000_000, &Native.term_id_normal(unaligned(&1)))
+    unaligned_bin = unaligned(n_unaligned)
+    n_bigs = largest(10_000, &Native.term_id_normal(Enum.map(1..&1, fn i -> 2 ** 2039 + i end)))
+    bigs = Enum.map(1..n_bigs, &(2 ** 2039 + &1))
+    n_refs = largest(10_000, &Native.term_id_normal(Enum.map(1..&1, fn _ -> make_ref() end)))
+    refs = Enum.map(1..n_refs, fn _ -> make_ref() end)
+    # Atom cache misses: 255-character atoms, a fresh slice of a large pool each call
+    # (a slice was last seen many calls ago: evicted from the 8,192-slot cache).
+    pool = List.to_tuple(long_atoms(100_000))
+    n_atoms = largest(10_000, &Native.term_id_normal(fresh_atoms(pool, &1)))
     bounded_keys = keys(n_bounded)
     bounded_nodes = names(100)
 
@@ -139,8 +176,40 @@ defmodule Mix.Tasks.Hrw.Stalls do
       {"HRW.moves/3", "#{n_moves} keys, 1M-node skeletons",
        fn -> HRW.moves(move_keys, skeleton_1m.(), skeleton_1m.()) end},
       {"HRW.Bounded.assignments/3", "#{n_bounded} keys x 100 nodes",
-       fn -> HRW.Bounded.assignments(bounded_keys, bounded_nodes, epsilon: 0.1) end}
+       fn -> HRW.Bounded.assignments(bounded_keys, bounded_nodes, epsilon: 0.1) end},
+      {"HRW.moves/3", "#{n_mb_moves} keys, rings of 3 x 1 MB nodes copied apart",
+       fn -> HRW.moves(mb_move_keys, mb_a.(), mb_b.()) end},
+      {"HRW.moves/3", "2,000 keys, rings of 3 x 1 MB nodes copied apart (dirty)",
+       fn -> HRW.moves(keys_2k, mb_a.(), mb_b.()) end},
+      {"HRW.group_by_owner/2", "#{n_mb_groups} keys, ring of 40 x 1 MB nodes",
+       fn -> HRW.group_by_owner(mb_group_keys, mb40.()) end},
+      {"HRW.group_by_owner/2", "2,000 keys, ring of 40 x #{n_node} B nodes",
+       fn -> HRW.group_by_owner(keys_2k, sized40) end},
+      {"HRW.term_id/1", "unaligned binary of #{n_unaligned} bytes",
+       fn -> HRW.term_id(unaligned_bin) end},
+      {"HRW.term_id/1", "list of #{n_bigs} 2040-bit bignums", fn -> HRW.term_id(bigs) end},
+      {"HRW.term_id/1", "list of #{n_refs} refs", fn -> HRW.term_id(refs) end},
+      {"HRW.term_id/1", "list of #{n_atoms} uncached 255-char atoms",
+       fn -> HRW.term_id(fresh_atoms(pool, n_atoms)) end}
     ]
+  end
+
+  defp unaligned(n) do
+    <<_::1, k::binary-size(n), _::7>> = :binary.copy(<<0>>, n + 1)
+    k
+  end
+
+  defp long_atoms(n) do
+    for i <- 1..n,
+        do: String.to_atom(String.duplicate("a", 245) <> String.pad_leading("#{i}", 10, "0"))
+  end
+
+  # `n` atoms of `pool` after those the last call took (round robin): each was
+  # last seen long ago, so it has been evicted from the 8,192-slot atom cache.
+  defp fresh_atoms(pool, n) do
+    at = Process.get({__MODULE__, :atoms}, 0)
+    Process.put({__MODULE__, :atoms}, at + n)
+    for i <- at..(at + n - 1)//1, do: elem(pool, rem(i, tuple_size(pool)))
   end
 
   # Node lists are built once per size and kept (building them is not what we measure).

@@ -88,14 +88,15 @@ impl Lookup<'_> {
 /// nodes cost nothing until an owner is named), or a list's distinct terms.
 enum Nodes<'a> {
     Tuple(TupleView<'a>),
-    Decoded(Vec<Term<'a>>),
+    /// A list's distinct terms and their ids.
+    Decoded(Vec<Term<'a>>, Vec<u64>),
 }
 
 impl<'a> Nodes<'a> {
     fn len(&self) -> usize {
         match self {
             Nodes::Tuple(t) => t.len(),
-            Nodes::Decoded(v) => v.len(),
+            Nodes::Decoded(v, _) => v.len(),
         }
     }
 
@@ -104,7 +105,7 @@ impl<'a> Nodes<'a> {
     fn get(&self, i: u32) -> Term<'a> {
         match self {
             Nodes::Tuple(t) => t.get(i as usize).expect("owner index within the nodes"),
-            Nodes::Decoded(v) => v[i as usize],
+            Nodes::Decoded(v, _) => v[i as usize],
         }
     }
 }
@@ -137,9 +138,10 @@ fn target<'a>(term: Term<'a>, budget: &mut Budget) -> Outcome<Target<'a>> {
             let weighted = field(2).and_then(|w| w.decode().ok()).unwrap_or(false);
             let set = nodeset::decode(nodes, weighted, budget)?;
             budget.charge(Ring::build_cost(set.nodes.len()))?;
+            let ids = set.nodes.iter().map(|n| n.0).collect();
             Target {
                 lookup: Lookup::List(Ring::new(&set.nodes)),
-                nodes: Nodes::Decoded(set.terms),
+                nodes: Nodes::Decoded(set.terms, ids),
             }
         }
         _ => return bad_arg("expected a node list, an HRW.Ring or an HRW.Skeleton"),
@@ -217,6 +219,80 @@ fn owner_indices(ids: &[u64], lookups: &[&Lookup<'_>], threads: usize) -> Vec<Ve
         out
     };
     lookups.iter().map(all).collect()
+}
+
+/// Budget units of one lookup in [`NodeIds`]' table (a hash map probe or insert).
+const COST_ID_LOOKUP: u64 = 16 * work::ELEMENT;
+
+/// VM work units per byte of a binary in a map key: the VM's internal hash of a
+/// binary (measured ~0.4 ns a byte warm, 1.3 loaded: `HRW.group_by_owner` of 40
+/// one-megabyte nodes took 16-53 ms) and its byte-wise compares.
+const MAP_KEY_COST_PER_BYTE: u64 = 1;
+
+/// Most keys of a map the VM keeps flat (`MAP_SMALL_MAP_LIMIT`): it sorts them by
+/// insertion sort, so a key may be compared with every other.
+const FLAT_MAP_KEYS: usize = 32;
+
+/// The ids of the node terms that owner indices name, each hashed once (charged
+/// by the term walk) and remembered, with the cost of the VM hashing or comparing
+/// that term as a map key: from the walk's own charge (≥ 16 units a term) plus
+/// [`MAP_KEY_COST_PER_BYTE`] for each byte of its binaries.
+struct NodeIds {
+    seen: std::collections::HashMap<u32, (u64, u64)>,
+}
+
+impl NodeIds {
+    fn new() -> NodeIds {
+        NodeIds {
+            seen: std::collections::HashMap::new(),
+        }
+    }
+
+    /// `(id, map-key cost)` of node `i` of `nodes`, charging its walk the first time.
+    fn get(&mut self, nodes: &Nodes, i: u32, budget: &mut Budget) -> Outcome<(u64, u64)> {
+        budget.charge(COST_ID_LOOKUP)?;
+        work::count(COST_ID_LOOKUP);
+        if let Some(&known) = self.seen.get(&i) {
+            return Ok(known);
+        }
+        let known = node_id(nodes, i, budget)?;
+        self.seen.insert(i, known);
+        Ok(known)
+    }
+}
+
+/// What the VM's map builder spends on `n` keys whose costs (see [`NodeIds`]) sum
+/// to `key_costs`: each hashed once and compared on a hash match (a large map), or
+/// compared with up to every other key (a flat map's insertion sort).
+pub fn map_keys_cost(key_costs: u64, n: usize) -> u64 {
+    let per_key = if n > FLAT_MAP_KEYS {
+        3
+    } else {
+        n.max(2) as u64
+    };
+    key_costs.saturating_mul(per_key)
+}
+
+/// The map-key cost of a term whose walk charged `walk_units` and hashed
+/// `binary_bytes` bytes of binaries (see [`NodeIds`]).
+pub fn map_key_cost(walk_units: u64, binary_bytes: u64) -> u64 {
+    walk_units + MAP_KEY_COST_PER_BYTE * binary_bytes
+}
+
+/// `(id, map-key cost)` of node `i` of `nodes` (see [`NodeIds`]), its walk charged.
+fn node_id(nodes: &Nodes, i: u32, budget: &mut Budget) -> Outcome<(u64, u64)> {
+    let term = nodes.get(i);
+    let (units, bytes) = (budget.remaining(), budget.binary_bytes());
+    let walked = term_id_in(term.get_env(), term.as_c_arg(), budget, &mut Probes::new())?;
+    let id = match nodes {
+        Nodes::Decoded(_, ids) => ids[i as usize],
+        Nodes::Tuple(_) => walked,
+    };
+    let cost = map_key_cost(
+        units.saturating_sub(budget.remaining()),
+        budget.binary_bytes().wrapping_sub(bytes),
+    );
+    Ok((id, cost))
 }
 
 /// The shared front of every batch: decode, charge, look up.
@@ -304,16 +380,25 @@ fn groups<'a>(
     order.sort_by_key(|&k| owners[k as usize]);
     let mut names: Vec<Term<'a>> = Vec::new();
     let mut lists: Vec<Term<'a>> = Vec::new();
+    let mut key_costs: u64 = 0;
     for group in order.chunk_by(|&x, &y| owners[x as usize] == owners[y as usize]) {
         work::count(work::ELEMENT * group.len() as u64);
         let members: Vec<ErlNifTerm> = group
             .iter()
             .map(|&k| b.keys[k as usize].as_c_arg())
             .collect();
-        names.push(nodes.get(owners[group[0] as usize]));
+        let owner = owners[group[0] as usize];
+        if budget.is_limited() {
+            // What the VM's map builder will spend on this node term as a key.
+            key_costs += node_id(nodes, owner, budget)?.1;
+        }
+        names.push(nodes.get(owner));
         lists.push(make_list(env, &members)?);
     }
-    work::count(work::sort(names.len()));
+    let groups = names.len();
+    budget.charge(map_keys_cost(key_costs, groups))?;
+    work::count(map_keys_cost(key_costs, groups));
+    work::count(work::sort(groups));
     Term::map_from_term_arrays(env, &names, &lists).or_else(|_| bad_arg("could not build the map"))
 }
 
@@ -329,15 +414,24 @@ fn moves<'a>(
     let batch = run(keys, &[a, b], true, threads, budget)?;
     let (from_nodes, to_nodes) = (&batch.targets[0].nodes, &batch.targets[1].nodes);
     work::count(4 * work::ELEMENT * batch.keys.len() as u64);
-    let out: Vec<ErlNifTerm> = batch
+    // Owners are compared by id, never as terms (a term compare costs the size of
+    // two equal copies of a node): the same term, or else equal ids, is the same
+    // node, as the structures themselves count distinct nodes by id. Each node's
+    // id is hashed once, charged (`NodeIds`).
+    let (mut from_ids, mut to_ids) = (NodeIds::new(), NodeIds::new());
+    let mut out: Vec<ErlNifTerm> = Vec::new();
+    for (key, (&i, &j)) in batch
         .keys
         .iter()
         .zip(batch.owners[0].iter().zip(&batch.owners[1]))
-        .filter_map(|(key, (&i, &j))| {
-            let (from, to) = (from_nodes.get(i), to_nodes.get(j));
-            (from != to).then(|| (*key, from, to).encode(env).as_c_arg())
-        })
-        .collect();
+    {
+        let (from, to) = (from_nodes.get(i), to_nodes.get(j));
+        let moved = from.as_c_arg() != to.as_c_arg()
+            && from_ids.get(from_nodes, i, budget)?.0 != to_ids.get(to_nodes, j, budget)?.0;
+        if moved {
+            out.push((*key, from, to).encode(env).as_c_arg());
+        }
+    }
     make_list(env, &out)
 }
 

@@ -1,5 +1,6 @@
 //! `HRW.Bounded.assignments/3`, native path: one call for the whole key set.
 
+use crate::batch::{map_key_cost, map_keys_cost};
 use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
 use crate::term_id::{term_id_in, Probes};
@@ -35,10 +36,14 @@ fn assignments<'a>(
     let mut order: Vec<(u64, usize)> = Vec::with_capacity(expected);
     let mut terms: Vec<ErlNifTerm> = Vec::with_capacity(expected);
     let mut probes = Probes::new();
+    // The keys' walks and binary bytes: what the result map's builder hashes.
+    let (mut walks, bytes) = (0u64, budget.binary_bytes());
     let proper = crate::list::for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
         work::count(2 * work::ELEMENT);
+        let before = budget.remaining();
         order.push((term_id_in(env, key, budget, &mut probes)?, terms.len()));
+        walks += before.saturating_sub(budget.remaining());
         terms.push(key);
         Ok(())
     })?;
@@ -49,6 +54,11 @@ fn assignments<'a>(
     // dedup and the id copy, the node ids, and the assignment's own pass over keys
     // and nodes; the per-key scans were charged per key above.
     let k = order.len();
+    // The result map hashes (or compares) every key: charged before it is built.
+    let key_bytes = budget.binary_bytes().wrapping_sub(bytes);
+    let map_keys = map_keys_cost(map_key_cost(walks, key_bytes), k);
+    budget.charge(map_keys)?;
+    work::count(map_keys);
     budget.charge(
         2 * work::sort(k)
             + 4 * work::ELEMENT * k as u64

@@ -80,6 +80,9 @@ pub fn report_timeslice(env: Env, budget: &Budget) {
 pub struct Budget {
     remaining: u64,
     limited: bool,
+    /// Bytes of the binaries whose ids were computed under this budget: what the
+    /// VM then hashes or compares when such a term becomes a map key (batch.rs).
+    binary_bytes: u64,
 }
 
 /// ~0.4 ms of work when warm: a normal-scheduler NIF call must stay under ~1 ms,
@@ -92,6 +95,7 @@ impl Budget {
         Budget {
             remaining: NORMAL_BUDGET,
             limited: true,
+            binary_bytes: 0,
         }
     }
 
@@ -99,6 +103,7 @@ impl Budget {
         Budget {
             remaining: u64::MAX,
             limited: false,
+            binary_bytes: 0,
         }
     }
 
@@ -111,6 +116,17 @@ impl Budget {
     /// work, that a call cannot fit (nothing is charged).
     pub fn remaining(&self) -> u64 {
         self.remaining
+    }
+
+    /// Notes `bytes` of a binary term hashed (see `binary_bytes`).
+    #[inline(always)]
+    pub fn note_binary(&mut self, bytes: usize) {
+        self.binary_bytes = self.binary_bytes.wrapping_add(bytes as u64);
+    }
+
+    /// Binary bytes hashed so far (a running total: callers take differences).
+    pub fn binary_bytes(&self) -> u64 {
+        self.binary_bytes
     }
 
     /// Spend `cost` units, failing with `NeedsDirty` when a normal call runs out.

@@ -6,6 +6,7 @@
 //! protocol on the Elixir side.
 
 mod batch;
+mod bits;
 mod bounded;
 mod failure;
 mod init;
