@@ -135,8 +135,7 @@ defmodule HRW.ReloadTest do
     # On the peer: structures, their expected answers, and the loopers.
     {fixtures, expected, loopers} = :erpc.call(node, ReloadDriver, :start, [me, @loopers])
     refs = Map.new(loopers, &{Process.monitor(&1), &1})
-    for op <- ops, do: IO.inspect({op, run(node, op)}, label: "op")
-    IO.puts("ops done")
+    for op <- ops, do: run(node, op)
 
     # A process started after the operations answers like the ones before, on the
     # structures built before them and on new ones.
