@@ -190,12 +190,14 @@ defmodule HRW.ClusterTest do
 
     opts = [name: :hrw_foreign_regex, deny: [foreign, from_binary], allow: [foreign, ~r/./]]
     start_supervised!({HRW.Cluster, opts})
+
     eventually(fn -> HRW.Cluster.members(:hrw_foreign_regex) == Enum.sort([node(), a]) end, fn ->
       "members: #{inspect(HRW.Cluster.members(:hrw_foreign_regex))}"
     end)
 
     # And the other way: options built here, the server started on the peer.
     {:ok, _} = start_remote_cluster(a, name: :hrw_sent_regex, deny: [~r/^hrw_cl_rx_blocked/])
+
     eventually(fn -> length(members_on(a, :hrw_sent_regex)) == 2 end, fn ->
       "members on the peer: #{inspect(members_on(a, :hrw_sent_regex))}"
     end)
