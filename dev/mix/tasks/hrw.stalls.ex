@@ -195,7 +195,9 @@ defmodule Mix.Tasks.Hrw.Stalls do
   end
 
   defp unaligned(n) do
-    <<_::1, k::binary-size(n), _::7>> = :binary.copy(<<0>>, n + 1)
+    # The size is read by the same pattern that uses it: Elixir 1.20 warns on a
+    # size variable bound outside the match, and 1.14 cannot pin one.
+    <<size::64, _::1, k::binary-size(size), _::7>> = <<n::64, :binary.copy(<<0>>, n + 1)::binary>>
     k
   end
 

@@ -3,13 +3,18 @@
 //! before the caller learns its size, and the NIF API has no other way to ask.
 //! So the size is read here, from the sub-binary's header, and charged first.
 //!
-//! The layout is OTP 25/26's `ErlSubBin` (erl_binary.h): a header word with
-//! subtag `SUB_BINARY_SUBTAG`, then the size in bytes, the byte offset, and a word
-//! whose second byte is the bit offset. It is read only on ERTS 13 and 14 (OTP 25,
-//! 26), where it was checked; elsewhere [`unaligned_size`] says `None` and the
-//! copy stays uncharged (OTP 27 changed binaries to `ErlSubBits`). The caller
-//! checks the size read against what the VM then reports, and a mismatch turns
-//! the reading off for good ([`disable`]).
+//! Two layouts, both a header word with subtag 0xA (`SUB_BINARY_SUBTAG`, later
+//! `SUB_BITS_SUBTAG`) and an arity of 3 words:
+//! - ERTS 13 and 14 (OTP 25, 26), `ErlSubBin` (erl_binary.h): the size in bytes,
+//!   the byte offset, and a word whose second byte is the bit offset;
+//! - ERTS 15 to 17 (OTP 27 to 29), `ErlSubBits` (erl_bits.h): the base pointer
+//!   with flags, then the start and end offsets in bits (the start is bumped by
+//!   whole bytes to make room for the flags, so its low 3 bits are the bit offset).
+//!
+//! Any other ERTS: [`unaligned_size`] says `None` and the copy stays uncharged.
+//! The caller checks the size read against what the VM then reports, and a
+//! mismatch turns the reading off for good ([`disable`]); test/hrw/budget_test.exs
+//! checks on every leg of the test matrix that the size is read.
 
 use rustler::sys::{enif_system_info, ErlNifSysInfo, ErlNifTerm};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -21,20 +26,26 @@ const SUB_BIN_TAG: usize = 0x28;
 const HEADER_TAG_MASK: usize = 0x3F;
 const SUB_BIN_ARITY: usize = 3;
 
-/// 0 = not yet decided, 1 = layout known, 2 = off (little-endian only: the bit
-/// offset's byte position in its word).
+/// 0 = not yet decided, then one of the layouts below, or `OFF`.
 static STATE: AtomicU8 = AtomicU8::new(0);
+/// `ErlSubBin` (little-endian only: the bit offset's byte position in its word).
+const SUB_BIN: u8 = 1;
+/// `ErlSubBits`.
+const SUB_BITS: u8 = 2;
+const OFF: u8 = 3;
 
-fn layout_known() -> bool {
+fn layout() -> u8 {
     match STATE.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            let known =
-                cfg!(target_endian = "little") && erts_major().is_some_and(|m| m == 13 || m == 14);
-            STATE.store(if known { 1 } else { 2 }, Ordering::Relaxed);
-            known
+        0 => {
+            let layout = match erts_major() {
+                Some(13 | 14) if cfg!(target_endian = "little") => SUB_BIN,
+                Some(15..=17) => SUB_BITS,
+                _ => OFF,
+            };
+            STATE.store(layout, Ordering::Relaxed);
+            layout
         }
+        known => known,
     }
 }
 
@@ -57,7 +68,7 @@ fn erts_major() -> Option<u32> {
 
 /// A read that the VM contradicted: never read the layout again.
 pub fn disable() {
-    STATE.store(2, Ordering::Relaxed);
+    STATE.store(OFF, Ordering::Relaxed);
 }
 
 /// The byte size of `raw`, a term the VM says is a whole-byte binary, when it is
@@ -65,7 +76,8 @@ pub fn disable() {
 /// when it is aligned, or when the layout is not known for this VM.
 #[inline]
 pub fn unaligned_size(raw: ErlNifTerm) -> Option<usize> {
-    if !layout_known() {
+    let layout = layout();
+    if layout == OFF {
         return None;
     }
     // SAFETY: `ErlNifTerm` is `#[repr(transparent)]` over a `usize`.
@@ -82,9 +94,13 @@ pub fn unaligned_size(raw: ErlNifTerm) -> Option<usize> {
         if header & HEADER_TAG_MASK != SUB_BIN_TAG || header >> 6 < SUB_BIN_ARITY {
             return None;
         }
-        let size = ptr.add(1).read();
-        let bit_fields = ptr.add(3).read();
-        let bit_offset = (bit_fields >> 8) & 0xFF;
-        (bit_offset != 0).then_some(size)
+        if layout == SUB_BIN {
+            let size = ptr.add(1).read();
+            let bit_offset = (ptr.add(3).read() >> 8) & 0xFF;
+            (bit_offset != 0).then_some(size)
+        } else {
+            let (start, end) = (ptr.add(2).read(), ptr.add(3).read());
+            (start & 7 != 0 && end >= start).then_some((end - start) >> 3)
+        }
     }
 }
