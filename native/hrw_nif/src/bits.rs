@@ -3,13 +3,14 @@
 //! before the caller learns its size, and the NIF API has no other way to ask.
 //! So the size is read here, from the sub-binary's header, and charged first.
 //!
-//! Two layouts, both a header word with subtag 0xA (`SUB_BINARY_SUBTAG`, later
-//! `SUB_BITS_SUBTAG`) and an arity of 3 words:
-//! - ERTS 13 and 14 (OTP 25, 26), `ErlSubBin` (erl_binary.h): the size in bytes,
-//!   the byte offset, and a word whose second byte is the bit offset;
-//! - ERTS 15 to 17 (OTP 27 to 29), `ErlSubBits` (erl_bits.h): the base pointer
-//!   with flags, then the start and end offsets in bits (the start is bumped by
-//!   whole bytes to make room for the flags, so its low 3 bits are the bit offset).
+//! Two layouts, each a header word (subtag, and an arity of at least 3 words) and
+//! then:
+//! - ERTS 13 and 14 (OTP 25, 26), `ErlSubBin` (erl_binary.h), subtag 0xA: the size
+//!   in bytes, the byte offset, and a word whose second byte is the bit offset;
+//! - ERTS 15 to 17 (OTP 27 to 29), `ErlSubBits` (erl_bits.h), subtag 0x9 (header
+//!   0x124 seen on OTP 27.3 and 29.1): the base pointer with flags, then the start
+//!   and end offsets in bits (the start is bumped by whole bytes to make room for
+//!   the flags, so its low 3 bits are the bit offset).
 //!
 //! Any other ERTS: [`unaligned_size`] says `None` and the copy stays uncharged.
 //! The caller checks the size read against what the VM then reports, and a
@@ -23,6 +24,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 /// the subtag (0xA << 2, primary tag 00), the rest the arity (3 words follow
 /// that the header covers: size, offs, and the bit fields).
 const SUB_BIN_TAG: usize = 0x28;
+/// The same for `ErlSubBits` (subtag 0x9 << 2).
+const SUB_BITS_TAG: usize = 0x24;
 const HEADER_TAG_MASK: usize = 0x3F;
 const SUB_BIN_ARITY: usize = 3;
 
@@ -91,7 +94,12 @@ pub fn unaligned_size(raw: ErlNifTerm) -> Option<usize> {
     // sub-binary covering at least those three words.
     unsafe {
         let header = ptr.read();
-        if header & HEADER_TAG_MASK != SUB_BIN_TAG || header >> 6 < SUB_BIN_ARITY {
+        let tag = if layout == SUB_BIN {
+            SUB_BIN_TAG
+        } else {
+            SUB_BITS_TAG
+        };
+        if header & HEADER_TAG_MASK != tag || header >> 6 < SUB_BIN_ARITY {
             return None;
         }
         if layout == SUB_BIN {
