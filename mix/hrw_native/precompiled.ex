@@ -204,16 +204,14 @@ defmodule Mix.HrwNative.Precompiled do
   """
   @spec checksum_file_text(%{String.t() => String.t()}) :: String.t()
   def checksum_file_text(checksums) do
-    entries =
+    literal =
       checksums
       |> Enum.sort()
-      |> Enum.map_join(",\n", fn {name, sum} -> "  #{inspect(name)} =>\n    #{inspect(sum)}" end)
+      |> Enum.map_join(", ", fn {name, sum} -> "#{inspect(name)} => #{inspect(sum)}" end)
 
-    header =
-      "# Written by `mix hrw.native.checksum DIR`: the SHA-256 of every precompiled hrw NIF\n" <>
-        "# archive. The compile task installs only an archive whose digest is listed here.\n"
-
-    if entries == "", do: header <> "%{}\n", else: header <> "%{\n" <> entries <> "\n}\n"
+    "# Written by `mix hrw.native.checksum DIR`: the SHA-256 of every precompiled hrw NIF\n" <>
+      "# archive. The compile task installs only an archive whose digest is listed here.\n" <>
+      IO.iodata_to_binary(Code.format_string!("%{" <> literal <> "}")) <> "\n"
   end
 
   @doc """
