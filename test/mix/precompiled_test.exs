@@ -82,8 +82,10 @@ defmodule Mix.HrwNative.PrecompiledTest do
     end
   end
 
-  @tag :tmp_dir
-  test "a checksum file is parsed, never evaluated, and round-trips", %{tmp_dir: dir} do
+  test "a checksum file is parsed, never evaluated, and round-trips" do
+    dir = Path.join(System.tmp_dir!(), "hrw-checksum-#{System.unique_integer([:positive])}")
+    File.mkdir_p!(dir)
+    on_exit(fn -> File.rm_rf!(dir) end)
     path = Path.join(dir, "checksum.exs")
     sums = %{"b.tar.gz" => Precompiled.checksum("b"), "a.tar.gz" => Precompiled.checksum("a")}
     File.write!(path, Precompiled.checksum_file_text(sums))
