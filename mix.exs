@@ -1,5 +1,7 @@
-# The compiler that builds native/ with cargo lives outside lib/: it has to exist
-# before the project's own modules are compiled.
+# The compiler that installs the NIF (precompiled, or built with cargo) lives
+# outside lib/: it has to exist before the project's own modules are compiled.
+Code.require_file("mix/hrw_native/download.ex", __DIR__)
+Code.require_file("mix/hrw_native/precompiled.ex", __DIR__)
 Code.require_file("mix/tasks/compile.hrw_native.ex", __DIR__)
 
 defmodule HRW.MixProject do
@@ -9,6 +11,10 @@ defmodule HRW.MixProject do
   # No public repository exists yet. This is the one line to set before publishing
   # (`.invalid` can never resolve, so the placeholder cannot point anywhere real).
   @source_url "https://hrw-source.invalid/hrw_native"
+  # Where the release workflow's archives are published (README, "Install"): a
+  # GitHub release of the tag, as RustlerPrecompiled users do. HRW_NATIVE_BASE_URL
+  # overrides it (mirrors, tests).
+  @native_base_url "#{@source_url}/releases/download/v#{@version}"
 
   def project do
     [
@@ -23,6 +29,7 @@ defmodule HRW.MixProject do
         "Rendezvous hashing (HRW) with the N3 score in a Rust NIF: stateless owners, " <>
           "exact prepared rings and a churn-stable O(log n) skeleton.",
       source_url: @source_url,
+      hrw_native: [base_url: @native_base_url],
       package: package()
     ]
   end
@@ -41,7 +48,9 @@ defmodule HRW.MixProject do
   # application stays :hrw and the module HRW, so a project depends on it with
   # {:hrw, "~> 0.3", hex: :hrw_native}. `files` is exactly what a build from the
   # tarball needs (cargo builds native/hrw_nif and its path dependency hrw_core)
-  # plus the user-facing docs: no tests, benchmarks, fixtures or build output.
+  # plus the user-facing docs, and the checksums of the precompiled NIFs (the
+  # compile task installs no archive they do not list): no tests, benchmarks,
+  # fixtures or build output.
   # `./scripts/check-package` lists it and builds from a copy of exactly it.
   defp package do
     [
@@ -50,6 +59,7 @@ defmodule HRW.MixProject do
       links: %{"Source" => @source_url},
       files: ~w(
         lib mix mix.exs .formatter.exs README.md LICENSE CHANGELOG.md docs/HASHING.md
+        checksum-Elixir.HRW.Native.exs
         docs/reference.py native/Cargo.toml native/Cargo.lock
         native/hrw_core/Cargo.toml native/hrw_core/src
         native/hrw_nif/Cargo.toml native/hrw_nif/build.rs native/hrw_nif/src

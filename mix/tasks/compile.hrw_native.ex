@@ -1,17 +1,47 @@
 defmodule Mix.Tasks.Compile.HrwNative do
-  @shortdoc "Builds the hrw NIF with cargo and installs it into the app's priv/native"
+  @shortdoc "Installs the hrw NIF (precompiled and verified, or built with cargo) into priv/native"
   @moduledoc """
-  Builds the `hrw_nif` crate of `native/` with cargo and installs the library as
-  `priv/native/libhrw_nif.so` (`.dll` on Windows) of the application's build
-  directory, `_build/<env>/lib/hrw`: the directory `:code.priv_dir(:hrw)` names,
-  also when hrw is a dependency of another project (then under that project's
-  `_build`) and inside a release. Needs only cargo (no rustler Mix package, no Hex).
+  Installs the hrw NIF as `priv/native/libhrw_nif.so` (`.dll` on Windows) of the
+  application's build directory, `_build/<env>/lib/hrw`: the directory
+  `:code.priv_dir(:hrw)` names, also when hrw is a dependency of another project
+  (then under that project's `_build`) and inside a release. Needs no Hex package.
 
-  Cargo decides what to rebuild and says where the library is: the task reads the
-  `compiler-artifact` message of `cargo build --message-format=json-render-diagnostics`,
-  so `CARGO_TARGET_DIR`, `build.target-dir` and `build.target` in a cargo config are
-  honoured. When cargo fails, or reports no library, the task raises saying what
-  went wrong; it never installs a library it did not just get from cargo.
+  ## Precompiled or built from source
+
+  When hrw is compiled in `:prod` (the environment Mix compiles a dependency in),
+  the task first looks for a precompiled library (`Mix.HrwNative.Precompiled`):
+  the archive for this machine's target triple and NIF version must be listed in
+  the package's `checksum-Elixir.HRW.Native.exs`; it is taken from the per-user
+  cache or downloaded from the base URL (`hrw_native: [base_url: ...]` in hrw's
+  `mix.exs`, overridden by `HRW_NATIVE_BASE_URL`), and installed only when its
+  SHA-256 is the listed one and it holds nothing but the library.
+
+    * No archive for the target, or a failed download (no answer, an HTTP error,
+      a timeout): the library is built with cargo when cargo is on `PATH`; without
+      cargo the task raises, naming the target and how to build from source.
+    * An archive that does not verify (checksum, truncated, oversized, other
+      contents): the task raises and installs nothing, cargo or not.
+
+  It builds from source, as below, in any other environment (the repository's own
+  dev and test builds: test builds add cargo features that no archive has), when
+  `HRW_NATIVE_BUILD` (or RustlerPrecompiled's `RUSTLER_PRECOMPILED_FORCE_BUILD_ALL`)
+  is `1` or `true`, or with `config :hrw, build_from_source: true`.
+
+  Environment: `HRW_NATIVE_BASE_URL` (a mirror; plain http only to a loopback
+  host), `HRW_NATIVE_CACHE_DIR` (default `:filename.basedir(:user_cache, "hrw")`,
+  `~/.cache/hrw` on Linux), `HRW_NATIVE_TARGET` (the triple whose archive to use),
+  `HRW_NATIVE_TIMEOUT_MS` (default 30000: the longest wait for a connection or
+  the next bytes; a whole download gets 20 times that), `HRW_NATIVE_CACERTS_PATH`
+  (a PEM file of CA certificates instead of the OS's).
+
+  ## Building with cargo
+
+  The task builds the `hrw_nif` crate of `native/`. Cargo decides what to rebuild
+  and says where the library is: the task reads the `compiler-artifact` message of
+  `cargo build --message-format=json-render-diagnostics`, so `CARGO_TARGET_DIR`,
+  `build.target-dir` and `build.target` in a cargo config are honoured. When cargo
+  fails, or reports no library, the task raises saying what went wrong; it never
+  installs a library it did not just get from cargo or verify.
 
   The library is copied next to its destination and then renamed over it, so a
   library already loaded by a running VM is never overwritten in place; an
@@ -19,17 +49,171 @@ defmodule Mix.Tasks.Compile.HrwNative do
   """
   use Mix.Task.Compiler
 
+  alias Mix.HrwNative.Precompiled
+
   @crate "hrw_nif"
 
   @impl Mix.Task.Compiler
   def run(_args) do
     native = Path.expand("../../native", __DIR__)
+    {obtain(native, destination(), Mix.env(), options(System.get_env())), []}
+  end
 
-    unless System.find_executable("cargo") do
-      Mix.raise("hrw needs cargo (the Rust toolchain) to build its NIF; none is on PATH")
+  @doc false
+  # The decision, with everything it depends on passed in (tests call it):
+  # `opts` is `options/1`'s map. :ok when a new library was installed at `dest`,
+  # :noop when it already held the same bytes.
+  @spec obtain(Path.t(), Path.t(), atom(), map()) :: :ok | :noop
+  def obtain(native, dest, env, opts) do
+    case from_source(env, opts) do
+      {:yes, _why} -> build_or_raise(native, dest, env, opts, nil)
+      :no -> precompiled(native, dest, env, opts)
     end
+  end
 
-    {build(native, destination(), Mix.env(), "cargo"), []}
+  defp precompiled(native, dest, env, opts) do
+    with {:ok, target} <- opts.target,
+         {:ok, nif} <- opts.nif_version,
+         fetch_opts = Map.merge(opts, %{target: target, nif_version: nif}),
+         {:ok, library, from} <- Precompiled.fetch(fetch_opts) do
+      name = Precompiled.archive_name(opts.version, nif, target)
+
+      Mix.shell().info(
+        "Installing the precompiled hrw NIF #{name} (SHA-256 verified) from #{from}"
+      )
+
+      if install(library, dest), do: :ok, else: :noop
+    else
+      {:unavailable, reason} ->
+        build_or_raise(native, dest, env, opts, reason)
+
+      {:refused, reason} ->
+        Mix.raise(
+          "refusing the precompiled hrw NIF: #{reason}. Nothing was installed. " <>
+            "If the mirror (HRW_NATIVE_BASE_URL) or the cache " <>
+            "(#{opts.cache_dir}) holds a wrong file, remove it; " <>
+            "HRW_NATIVE_BUILD=1 builds from source with cargo instead"
+        )
+
+      {:error, reason} ->
+        build_or_raise(native, dest, env, opts, reason)
+    end
+  end
+
+  defp build_or_raise(native, dest, env, opts, reason) do
+    case {opts.cargo, reason} do
+      {nil, nil} ->
+        Mix.raise(
+          "hrw is set to build its NIF from source (#{elem(from_source(env, opts), 1)}), " <>
+            "which needs cargo (the Rust toolchain, https://rustup.rs); none is on PATH"
+        )
+
+      {nil, reason} ->
+        Mix.raise(
+          "no precompiled hrw NIF for #{describe_target(opts)}: #{reason}. To build it " <>
+            "from source instead, put cargo (the Rust toolchain, https://rustup.rs) on " <>
+            "PATH and compile again. Archives exist for: #{Enum.join(Precompiled.targets(), ", ")}"
+        )
+
+      {cargo, nil} ->
+        build(native, dest, env, cargo)
+
+      {cargo, reason} ->
+        Mix.shell().info(
+          "No precompiled hrw NIF for #{describe_target(opts)} (#{reason}): building it with cargo"
+        )
+
+        build(native, dest, env, cargo)
+    end
+  end
+
+  defp describe_target(opts) do
+    target =
+      case opts.target do
+        {:ok, target} -> target
+        _ -> "this machine (#{opts.architecture})"
+      end
+
+    nif =
+      case opts.nif_version do
+        {:ok, nif} -> nif
+        _ -> opts.vm_nif_version
+      end
+
+    "#{target} (NIF #{nif})"
+  end
+
+  # {:yes, why} when the library must be built with cargo, :no to try an archive.
+  defp from_source(env, opts) do
+    cond do
+      env != :prod -> {:yes, "MIX_ENV=#{env}"}
+      opts.force_build -> {:yes, "HRW_NATIVE_BUILD or config :hrw, build_from_source"}
+      true -> :no
+    end
+  end
+
+  @doc false
+  # Everything the decision depends on, read from the environment `env` (a map of
+  # OS variables), the application config and hrw's mix.exs.
+  @spec options(%{String.t() => String.t()}) :: map()
+  def options(env) do
+    vm_nif = List.to_string(:erlang.system_info(:nif_version))
+    architecture = List.to_string(:erlang.system_info(:system_architecture))
+
+    target =
+      case env["HRW_NATIVE_TARGET"] do
+        t when t in [nil, ""] ->
+          with :error <- Precompiled.host_target(),
+               do: {:error, "its target triple cannot be worked out from #{architecture}"}
+
+        t ->
+          {:ok, t}
+      end
+
+    nif_version =
+      with :error <- Precompiled.nif_version(vm_nif) do
+        {:error,
+         "this VM speaks NIF #{vm_nif}; archives are built for " <>
+           Enum.join(Precompiled.nif_versions(), ", ")}
+      end
+
+    project = Mix.Project.config()
+
+    %{
+      version: project[:version],
+      checksum_file: Path.expand("../../" <> Precompiled.checksum_file_name(), __DIR__),
+      base_url: nonempty(env["HRW_NATIVE_BASE_URL"]) || project[:hrw_native][:base_url],
+      cache_dir: nonempty(env["HRW_NATIVE_CACHE_DIR"]) || :filename.basedir(:user_cache, "hrw"),
+      target: target,
+      nif_version: nif_version,
+      vm_nif_version: vm_nif,
+      architecture: architecture,
+      timeout_ms: timeout(env["HRW_NATIVE_TIMEOUT_MS"]),
+      force_build:
+        truthy?(env["HRW_NATIVE_BUILD"]) or
+          truthy?(env["RUSTLER_PRECOMPILED_FORCE_BUILD_ALL"]) or
+          Application.get_env(:hrw, :build_from_source, false) == true,
+      cargo: System.find_executable("cargo")
+    }
+  end
+
+  defp nonempty(value) when value in [nil, ""], do: nil
+  defp nonempty(value), do: value
+
+  defp truthy?(value), do: value in ["1", "true"]
+
+  defp timeout(value) when value in [nil, ""], do: Precompiled.default_timeout_ms()
+
+  defp timeout(value) do
+    case Integer.parse(value) do
+      {ms, ""} when ms > 0 ->
+        ms
+
+      _ ->
+        Mix.raise(
+          "HRW_NATIVE_TIMEOUT_MS must be a positive number of milliseconds, not #{inspect(value)}"
+        )
+    end
   end
 
   @doc false
@@ -37,16 +221,26 @@ defmodule Mix.Tasks.Compile.HrwNative do
   # new library was installed, :noop when `dest` already held the same bytes.
   @spec build(Path.t(), Path.t(), atom(), String.t()) :: :ok | :noop
   def build(native, dest, env, cargo) do
-    args = ["build", "-p", @crate, "--message-format=json-render-diagnostics"]
-    args = args ++ cargo_options(env)
-
     unless File.exists?(dest) do
       Mix.shell().info("Building the hrw NIF with cargo (a first build takes a minute or more)")
     end
 
+    if install(File.read!(cargo_library(native, env, cargo)), dest), do: :ok, else: :noop
+  end
+
+  @doc false
+  # Runs `cargo build` for `env` (plus `extra` arguments, such as `--target T`) in
+  # `native` with the OS environment `cmd_env` added, and returns the path of the
+  # library cargo reports. Raises when cargo fails or reports no single library.
+  @spec cargo_library(Path.t(), atom(), String.t(), [String.t()], [{String.t(), String.t()}]) ::
+          Path.t()
+  def cargo_library(native, env, cargo, extra \\ [], cmd_env \\ []) do
+    args = ["build", "-p", @crate, "--message-format=json-render-diagnostics"]
+    args = args ++ cargo_options(env) ++ extra
+
     # stdout carries cargo's JSON messages; its stderr (progress, warnings, errors
     # rendered for people) goes straight to ours.
-    {output, status} = System.cmd(cargo, args, cd: native)
+    {output, status} = System.cmd(cargo, args, cd: native, env: cmd_env)
 
     if status != 0 do
       Mix.raise(
@@ -55,7 +249,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
       )
     end
 
-    if install(library(messages(output), native), dest), do: :ok, else: :noop
+    library(messages(output), native)
   end
 
   @impl Mix.Task.Compiler
@@ -131,9 +325,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
   end
 
   # Returns true when it installed a new library, false when the same bytes were there.
-  defp install(built, dest) do
-    new = File.read!(built)
-
+  defp install(new, dest) do
     if File.read(dest) == {:ok, new} do
       false
     else
