@@ -127,6 +127,19 @@ defmodule Mix.HrwNative.Download do
     result
   end
 
+  @doc false
+  # Mix 1.15+ keeps only the project's own applications on the code path while it
+  # compiles, so OTP's :inets, :ssl and :crypto must be put back before they are
+  # used (`Mix.ensure_application!/1`, which Elixir 1.14 lacks and does not need).
+  @spec on_code_path([atom()]) :: :ok
+  def on_code_path(apps) do
+    if function_exported?(Mix, :ensure_application!, 1) do
+      Enum.each(apps, &apply(Mix, :ensure_application!, [&1]))
+    end
+
+    :ok
+  end
+
   defp flush(ref) do
     receive do
       {:http, {^ref, _}} -> flush(ref)
@@ -137,6 +150,8 @@ defmodule Mix.HrwNative.Download do
   end
 
   defp httpc_profile do
+    on_code_path([:crypto, :public_key, :ssl, :inets])
+
     with {:ok, _} <- Application.ensure_all_started(:inets),
          {:ok, _} <- Application.ensure_all_started(:ssl) do
       case :inets.start(:httpc, profile: :hrw_native) do

@@ -174,7 +174,10 @@ defmodule Mix.HrwNative.Precompiled do
 
   @doc "`\"sha256:<lowercase hex>\"` of `data`, as the checksum file writes it."
   @spec checksum(iodata()) :: String.t()
-  def checksum(data), do: "sha256:" <> Base.encode16(:crypto.hash(:sha256, data), case: :lower)
+  def checksum(data) do
+    :ok = Mix.HrwNative.Download.on_code_path([:crypto])
+    "sha256:" <> Base.encode16(:crypto.hash(:sha256, data), case: :lower)
+  end
 
   @doc """
   Reads a checksum file: a literal map of archive names to `"sha256:<hex>"`. It is
