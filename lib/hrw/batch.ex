@@ -101,7 +101,7 @@ defmodule HRW.Batch do
   # The targets as `HRW.Native` takes them (which rebuilds stale structures), after
   # checking the keys and every target.
   defp native_targets(keys, targets, opts, caller) do
-    Options.keys!(keys)
+    _ = Options.keys!(keys)
     Enum.map(targets, &native_target(&1, opts, caller))
   end
 
@@ -112,9 +112,12 @@ defmodule HRW.Batch do
   def threads do
     case Application.get_env(:hrw, :batch_threads) do
       n when is_integer(n) and n > 0 -> n
-      _ -> max(:erlang.system_info(:dirty_cpu_schedulers_online) - 1, 1)
+      _ -> default_threads(:erlang.system_info(:dirty_cpu_schedulers_online))
     end
   end
+
+  defp default_threads(online) when is_integer(online) and online > 1, do: online - 1
+  defp default_threads(_online), do: 1
 
   defp native_target(prepared, _opts, _caller) when is_prepared(prepared), do: prepared
 

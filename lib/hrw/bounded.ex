@@ -41,7 +41,7 @@ defmodule HRW.Bounded do
   def assignments(keys, nodes, opts \\ []) do
     {epsilon, hash_fn} = options!(opts)
     keys = Options.keys!(keys, proper: true)
-    Options.nodes!(nodes)
+    _ = Options.nodes!(nodes)
     # Any epsilon >= the number of nodes lifts every cap to at least the number of
     # keys: the same assignment as no cap. Clamping first keeps the float arithmetic
     # finite for huge epsilons (a bignum epsilon cannot even become a float).

@@ -87,7 +87,7 @@ defmodule HRW.Ring do
   @spec new([term(), ...], keyword()) :: t()
   def new(nodes, opts \\ []) do
     weighted? = Options.native_scorer!(opts, "HRW.Ring.new/2", [:scorer, :overrides])
-    Options.nodes!(nodes)
+    _ = Options.nodes!(nodes)
     overrides = Overrides.new!(Keyword.get(opts, :overrides), "HRW.Ring.new/2", true)
     {resource, nodes, weights, fingerprint} = Native.ring_new(nodes, weighted?)
 

@@ -49,7 +49,7 @@ defmodule HRW.Skeleton do
   @spec build([term(), ...], keyword()) :: t()
   def build(nodes, opts) do
     scorer = Options.scorer!(opts, "HRW.build/2", [:scorer, :fanout, :cluster_size, :overrides])
-    Options.nodes!(nodes)
+    _ = Options.nodes!(nodes)
     cluster_size = option(opts, :cluster_size, @default_cluster_size, 1)
     fanout = option(opts, :fanout, @default_fanout, 2)
 

@@ -45,9 +45,12 @@ defmodule HRW.Cluster.Server do
   def pid!(name) do
     case HRW.Cluster.Options.existing_server_name(name) do
       nil -> raise ArgumentError, not_running(name)
-      server -> GenServer.whereis(server) || raise ArgumentError, not_running(name)
+      server -> alive!(Process.whereis(server), name)
     end
   end
+
+  defp alive!(pid, _name) when is_pid(pid), do: pid
+  defp alive!(nil, name), do: raise(ArgumentError, not_running(name))
 
   defp not_running(name), do: "no HRW.Cluster named #{HRW.brief(name)} is running"
 
@@ -209,7 +212,7 @@ defmodule HRW.Cluster.Server do
 
   def handle_info(result_message(tag, result), %{eval: %{tag: tag} = eval} = state) do
     Process.demonitor(eval.mref, [:flush])
-    Process.cancel_timer(eval.timer)
+    _ = Process.cancel_timer(eval.timer)
     {:noreply, evaluated(%{state | eval: nil}, result)}
   end
 
@@ -225,7 +228,7 @@ defmodule HRW.Cluster.Server do
   end
 
   def handle_info({:DOWN, mref, :process, _pid, reason}, %{eval: %{mref: mref} = eval} = state) do
-    Process.cancel_timer(eval.timer)
+    _ = Process.cancel_timer(eval.timer)
     {:noreply, evaluated(%{state | eval: nil}, {:error, Evaluation.exited(@members, reason)})}
   end
 
