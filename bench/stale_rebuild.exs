@@ -19,7 +19,8 @@ skeleton = HRW.build(Enum.map(1..n, &"node-#{&1}"))
 keys = Enum.map(1..10, &"user:#{&1}")
 expected = Enum.map(keys, &HRW.owner(&1, skeleton))
 # What arrives from another node: the same fields, a reference that is no resource here.
-foreign = %{skeleton | resource: make_ref()}
+# Read through :persistent_term, as a shared structure is: no process copies it.
+:persistent_term.put({:stale_rebuild_bench, :foreign}, %{skeleton | resource: make_ref()})
 :erlang.garbage_collect()
 before = rss_mb.()
 me = self()
@@ -30,7 +31,9 @@ me = self()
       for _ <- 1..p do
         spawn(fn ->
           receive do
-            :go -> send(me, {self(), Enum.map(keys, &HRW.owner(&1, foreign))})
+            :go ->
+              foreign = :persistent_term.get({:stale_rebuild_bench, :foreign})
+              send(me, {self(), Enum.map(keys, &HRW.owner(&1, foreign))})
           end
 
           # Stay alive (holding what the lookups left) until every process is done.
