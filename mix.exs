@@ -35,7 +35,7 @@ defmodule HRW.MixProject do
   end
 
   def application do
-    [extra_applications: [:logger]]
+    [mod: {HRW.Application, []}, extra_applications: [:logger]]
   end
 
   # dev/ holds tooling only this repository runs (`mix hrw.latency`). A dependency

@@ -8,7 +8,9 @@ defmodule HRW.Batch do
   # both cores busy, a 1 ms timer on a normal scheduler was seen 100+ ms late.)
   # Scheduling, stale structures and the NIF's target protocol live in `HRW.Native`.
 
-  alias HRW.{Native, Overrides}
+  import HRW.Prepared, only: [is_prepared: 1]
+
+  alias HRW.{Native, Options, Overrides, Prepared}
 
   @spec owners([term()], HRW.target(), keyword()) :: [term()]
   def owners(keys, target, opts) do
@@ -28,24 +30,24 @@ defmodule HRW.Batch do
     cond do
       elixir_scored?(target, opts, caller) ->
         target = checked!(target)
-        keys |> checked_proper_keys!() |> Enum.group_by(&HRW.owner(&1, target, opts))
+        keys |> Options.keys!(proper: true) |> Enum.group_by(&HRW.owner(&1, target, opts))
 
-      overrides(target) != nil ->
+      Prepared.overrides(target) != nil ->
         # Computed natively, then only the groups that overridden keys leave or join
         # are patched.
         groups = native_groups(keys, target, opts, caller)
-        Overrides.regroup(keys, groups, overrides(target), &own_owner(target, &1))
+
+        Overrides.regroup(
+          keys,
+          groups,
+          Prepared.overrides(target),
+          &Prepared.own_owner(target, &1)
+        )
 
       true ->
         native_groups(keys, target, opts, caller)
     end
   end
-
-  # A prepared structure's owner of `key` without its overrides.
-  defp own_owner(%HRW.Ring{} = ring, key), do: HRW.Ring.owner(%{ring | overrides: nil}, key)
-
-  defp own_owner(%HRW.Skeleton{} = skeleton, key),
-    do: HRW.Skeleton.owner(%{skeleton | overrides: nil}, key)
 
   defp native_groups(keys, target, opts, caller) do
     [t] = native_targets(keys, [target], opts, caller)
@@ -76,25 +78,21 @@ defmodule HRW.Batch do
   # Scorers that run in Elixir have no native batch: one lookup per key.
   defp elixir_owners(keys, target, opts) do
     target = checked!(target)
-    keys |> checked_proper_keys!() |> Enum.map(&HRW.owner(&1, target, opts))
+    keys |> Options.keys!(proper: true) |> Enum.map(&HRW.owner(&1, target, opts))
   end
 
   defp native_owners(keys, target, opts, caller) do
     [t] = native_targets(keys, [target], opts, caller)
     owners = Native.batch_owners(keys, t, threads())
 
-    case overrides(target) do
+    case Prepared.overrides(target) do
       nil -> owners
       overrides -> Overrides.patch(keys, owners, overrides)
     end
   end
 
-  defp overrides(%HRW.Ring{overrides: overrides}), do: overrides
-  defp overrides(%HRW.Skeleton{overrides: overrides}), do: overrides
-  defp overrides(_target), do: nil
-
   defp overridden?(keys, target) do
-    case overrides(target) do
+    case Prepared.overrides(target) do
       nil -> false
       overrides -> Overrides.any_key?(keys, overrides)
     end
@@ -103,7 +101,7 @@ defmodule HRW.Batch do
   # The targets as `HRW.Native` takes them (which rebuilds stale structures), after
   # checking the keys and every target.
   defp native_targets(keys, targets, opts, caller) do
-    checked_keys(keys)
+    _ = Options.keys!(keys)
     Enum.map(targets, &native_target(&1, opts, caller))
   end
 
@@ -114,15 +112,17 @@ defmodule HRW.Batch do
   def threads do
     case Application.get_env(:hrw, :batch_threads) do
       n when is_integer(n) and n > 0 -> n
-      _ -> max(:erlang.system_info(:dirty_cpu_schedulers_online) - 1, 1)
+      _ -> default_threads(:erlang.system_info(:dirty_cpu_schedulers_online))
     end
   end
 
-  defp native_target(%HRW.Ring{} = ring, _opts, _caller), do: ring
-  defp native_target(%HRW.Skeleton{} = skeleton, _opts, _caller), do: skeleton
+  defp default_threads(online) when is_integer(online) and online > 1, do: online - 1
+  defp default_threads(_online), do: 1
+
+  defp native_target(prepared, _opts, _caller) when is_prepared(prepared), do: prepared
 
   defp native_target(nodes, opts, caller) when is_list(nodes) do
-    {:list, HRW.checked_nodes!(nodes), HRW.scorer(opts, caller) == :weighted}
+    {:list, Options.nodes!(nodes), Options.scorer!(opts, caller) == :weighted}
   end
 
   defp native_target(other, _opts, _caller), do: raise(ArgumentError, not_target(other))
@@ -133,36 +133,19 @@ defmodule HRW.Batch do
   end
 
   # A target for the Elixir-scorer paths, checked as the native path checks it.
-  defp checked!(nodes) when is_list(nodes), do: HRW.checked_nodes!(nodes)
+  defp checked!(nodes) when is_list(nodes), do: Options.nodes!(nodes)
   defp checked!(%HRW.Skeleton{} = skeleton), do: skeleton
   defp checked!(other), do: raise(ArgumentError, not_target(other))
 
   # Whether `target` is scored in Elixir (no native batch). Checks the options, for
   # every kind of target.
   defp elixir_scored?(target, opts, caller) do
-    scorer = HRW.scorer(opts, caller)
+    scorer = Options.scorer!(opts, caller)
 
     case target do
-      %HRW.Skeleton{resource: nil} -> true
       nodes when is_list(nodes) -> is_struct(scorer)
-      _prepared -> false
+      prepared when is_prepared(prepared) -> Prepared.elixir_scored?(prepared)
+      _other -> false
     end
   end
-
-  defp checked_keys(keys) when is_list(keys), do: keys
-
-  defp checked_keys(keys) do
-    raise ArgumentError, "keys must be a list, got: #{HRW.brief(keys)}"
-  end
-
-  # The native path finds an improper tail as it walks; the Elixir paths check first.
-  defp checked_proper_keys!(keys) do
-    if proper?(checked_keys(keys)),
-      do: keys,
-      else: raise(ArgumentError, "keys must be a proper list")
-  end
-
-  defp proper?([_ | tail]), do: proper?(tail)
-  defp proper?([]), do: true
-  defp proper?(_), do: false
 end

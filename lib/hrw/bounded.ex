@@ -17,7 +17,7 @@ defmodule HRW.Bounded do
       Erlang term order: `hash_fn: &:erlang.phash2/1` reproduces hrw's assignments.
   """
 
-  alias HRW.Native
+  alias HRW.{Native, Options}
 
   @doc """
   Returns `%{key => node}` covering every distinct key (`%{}` for no keys).
@@ -40,8 +40,8 @@ defmodule HRW.Bounded do
   @spec assignments([term()], [term(), ...], keyword()) :: %{term() => term()}
   def assignments(keys, nodes, opts \\ []) do
     {epsilon, hash_fn} = options!(opts)
-    keys = checked_keys!(keys)
-    HRW.checked_nodes!(nodes)
+    keys = Options.keys!(keys, proper: true)
+    _ = Options.nodes!(nodes)
     # Any epsilon >= the number of nodes lifts every cap to at least the number of
     # keys: the same assignment as no cap. Clamping first keeps the float arithmetic
     # finite for huge epsilons (a bignum epsilon cannot even become a float).
@@ -77,7 +77,7 @@ defmodule HRW.Bounded do
   end
 
   defp options!(opts) do
-    HRW.options!(opts, "HRW.Bounded.assignments/3", [:epsilon, :hash_fn])
+    Options.check!(opts, "HRW.Bounded.assignments/3", [:epsilon, :hash_fn])
 
     epsilon =
       case Keyword.get(opts, :epsilon, 0.25) do
@@ -97,14 +97,4 @@ defmodule HRW.Bounded do
 
     {epsilon, hash_fn}
   end
-
-  defp checked_keys!(keys) when is_list(keys) do
-    _ = length(keys)
-    keys
-  rescue
-    ArgumentError -> reraise ArgumentError, "keys must be a proper list", __STACKTRACE__
-  end
-
-  defp checked_keys!(keys),
-    do: raise(ArgumentError, "keys must be a list, got: #{HRW.brief(keys)}")
 end

@@ -111,9 +111,9 @@ defmodule HRW.Cluster do
 
   ## Failures
 
-  The functions given as options (`:allow`, `:deny`, `:weight_fn`) and the build
-  run in a short-lived process that the server spawns for each evaluation, never in
-  the server itself. The evaluation fails when a callback raises, throws, exits,
+  The functions given as options (`:allow`, `:deny`, `:weight_fn`) and every build
+  (including the one `put_overrides/2` waits for) run in a short-lived process that
+  the server spawns for each evaluation, never in the server itself. The evaluation fails when a callback raises, throws, exits,
   returns a weight that is not a positive number at most 2^53 or kills the process,
   when the build raises, or when it does not finish within `:callback_timeout` ms
   (default 5000; the process is then killed). The server then logs a warning with a
@@ -167,32 +167,7 @@ defmodule HRW.Cluster do
   option raises `ArgumentError` with a bounded message.
   """
 
-  use GenServer
-
-  require Logger
-
-  @default_debounce 100
-  @default_poll 1000
-  @default_callback_timeout 5_000
-  @max_ms 4_294_967_295
-  @max_depth 64
-  @max_weight 9_007_199_254_740_992
-  @first_retry 1_000
-  @max_retry 30_000
-  @prefix "HRW.Cluster:"
-  # The VM's limit on an atom's length (in code points), less the prefix's.
-  @max_name 255 - length(String.to_charlist(@prefix))
-
-  # The published entry: {@tag, generation, history, {spec, overrides_option}}.
-  # `history` is a tuple of `depth` structures, newest first (nil for an empty
-  # generation); `spec` = {structure, build_opts, overrides, entries} is what the
-  # current structure was built from, so a new server can tell whether it differs;
-  # `overrides_option` is the :overrides option of the server that published it.
-  @tag :"$hrw_cluster"
-  @missing :"$hrw_cluster_missing"
-  @result :"$hrw_cluster_result"
-  @timeout :"$hrw_cluster_timeout"
-  @failed :"$hrw_cluster_failed"
+  alias HRW.Cluster.{Options, Server}
 
   @typedoc "A cluster's name, as given in `:name`."
   @type name :: atom()
@@ -237,7 +212,7 @@ defmodule HRW.Cluster do
   """
   @spec child_spec([option()]) :: Supervisor.child_spec()
   def child_spec(opts) do
-    config = config!(opts)
+    config = Options.config!(opts)
 
     %{
       id: {__MODULE__, config.name},
@@ -263,8 +238,8 @@ defmodule HRW.Cluster do
   """
   @spec start_link([option()]) :: GenServer.on_start()
   def start_link(opts) do
-    config = config!(opts)
-    GenServer.start_link(__MODULE__, config, name: server_name(config.name))
+    config = Options.config!(opts)
+    GenServer.start_link(Server, config, name: Options.server_name(config.name))
   end
 
   @doc """
@@ -282,8 +257,8 @@ defmodule HRW.Cluster do
   """
   @spec start([option()]) :: GenServer.on_start()
   def start(opts) do
-    config = config!(opts)
-    GenServer.start(__MODULE__, config, name: server_name(config.name))
+    config = Options.config!(opts)
+    GenServer.start(Server, config, name: Options.server_name(config.name))
   end
 
   # -- lookups ---------------------------------------------------------------------
@@ -336,7 +311,7 @@ defmodule HRW.Cluster do
   @spec owners(name(), term(), non_neg_integer(), [lookup_option()]) :: [node()]
   def owners(name, key, count, opts \\ []) do
     structure = structure(name, opts)
-    count = count!(count)
+    count = HRW.Options.count!(count)
     if structure == nil, do: [], else: HRW.owners(key, structure, count)
   end
 
@@ -358,8 +333,8 @@ defmodule HRW.Cluster do
   """
   @spec stable_owners(name(), term(), non_neg_integer()) :: [node()]
   def stable_owners(name, key, count) do
-    {@tag, _generation, history, _meta} = entry!(name)
-    count = count!(count)
+    {_generation, history} = Server.entry!(name)
+    count = HRW.Options.count!(count)
 
     history
     |> Tuple.to_list()
@@ -386,7 +361,7 @@ defmodule HRW.Cluster do
   """
   @spec generation(name()) :: pos_integer()
   def generation(name) do
-    {@tag, generation, _history, _meta} = entry!(name)
+    {generation, _history} = Server.entry!(name)
     generation
   end
 
@@ -434,38 +409,13 @@ defmodule HRW.Cluster do
   def structure(name, opts \\ [])
 
   def structure(name, []) do
-    {@tag, _generation, history, _meta} = entry!(name)
+    {_generation, history} = Server.entry!(name)
     elem(history, 0)
   end
 
   def structure(name, opts) do
-    {@tag, _generation, history, _meta} = entry!(name)
-    elem(history, back!(opts, tuple_size(history), name))
-  end
-
-  defp back!([back: back], depth, _name) when is_integer(back) and back >= 0 and back < depth,
-    do: back
-
-  defp back!([back: back], depth, name) when is_integer(back) and back >= 0 do
-    raise ArgumentError,
-          "back: #{HRW.brief(back)} is beyond the history of HRW.Cluster #{HRW.brief(name)}, " <>
-            "which keeps #{depth} #{if depth == 1, do: "generation", else: "generations"} " <>
-            "(depth: #{depth})"
-  end
-
-  defp back!([back: back], _depth, _name) do
-    raise ArgumentError, "back must be a non-negative integer, got: #{HRW.brief(back)}"
-  end
-
-  defp back!(opts, _depth, _name) do
-    raise ArgumentError,
-          "HRW.Cluster lookups take only the option :back, got: #{HRW.brief(opts)}"
-  end
-
-  defp count!(count) when is_integer(count) and count >= 0, do: count
-
-  defp count!(count) do
-    raise ArgumentError, "count must be a non-negative integer, got: #{HRW.brief(count)}"
+    {_generation, history} = Server.entry!(name)
+    elem(history, Options.back!(opts, tuple_size(history), name))
   end
 
   # -- overrides -------------------------------------------------------------------
@@ -499,7 +449,7 @@ defmodule HRW.Cluster do
   def put_overrides(name, overrides) do
     overrides = HRW.Overrides.new!(overrides, "HRW.Cluster.put_overrides/2", true)
 
-    case GenServer.call(server!(name), {:put_overrides, overrides}, 60_000) do
+    case GenServer.call(Server.pid!(name), {:put_overrides, overrides}, 60_000) do
       :ok -> :ok
       {:error, message} -> raise ArgumentError, message
     end
@@ -524,7 +474,7 @@ defmodule HRW.Cluster do
       :ok
   """
   @spec subscribe(name()) :: :ok
-  def subscribe(name), do: GenServer.call(server!(name), {:subscribe, self()})
+  def subscribe(name), do: GenServer.call(Server.pid!(name), {:subscribe, self()})
 
   @doc """
   Undoes `subscribe/1` for the calling process (`:ok` also when not subscribed).
@@ -540,651 +490,5 @@ defmodule HRW.Cluster do
       :ok
   """
   @spec unsubscribe(name()) :: :ok
-  def unsubscribe(name), do: GenServer.call(server!(name), {:unsubscribe, self()})
-
-  defp entry!(name) do
-    case :persistent_term.get({__MODULE__, name}, @missing) do
-      {@tag, _generation, _history, {_spec, _option}} = entry -> entry
-      _ -> raise ArgumentError, not_running(name)
-    end
-  end
-
-  defp server!(name) do
-    # No atom is created for a name that was never started.
-    server = valid_name?(name) and String.to_existing_atom(@prefix <> Atom.to_string(name))
-
-    case server && GenServer.whereis(server) do
-      pid when is_pid(pid) -> pid
-      _ -> raise ArgumentError, not_running(name)
-    end
-  rescue
-    ArgumentError -> reraise ArgumentError, not_running(name), __STACKTRACE__
-  end
-
-  defp valid_name?(name) do
-    is_atom(name) and name not in [nil, true, false] and
-      length(Atom.to_charlist(name)) <= @max_name
-  end
-
-  defp server_name(name), do: String.to_atom(@prefix <> Atom.to_string(name))
-
-  defp not_running(name), do: "no HRW.Cluster named #{HRW.brief(name)} is running"
-
-  # -- options ---------------------------------------------------------------------
-
-  @options [
-    :name,
-    :structure,
-    :source,
-    :debounce,
-    :depth,
-    :allow,
-    :deny,
-    :weight_fn,
-    :cluster_size,
-    :poll_interval,
-    :callback_timeout,
-    :overrides
-  ]
-
-  defp config!(opts) do
-    unless is_list(opts) and Keyword.keyword?(opts) do
-      raise ArgumentError,
-            "HRW.Cluster expects a keyword list of options, got: #{HRW.brief(opts)}"
-    end
-
-    keys = Keyword.keys(opts)
-
-    case Enum.uniq(keys) -- @options do
-      [] -> :ok
-      unknown -> raise ArgumentError, "HRW.Cluster got unknown options: #{HRW.brief(unknown)}"
-    end
-
-    case Enum.uniq(keys -- Enum.uniq(keys)) do
-      [] -> :ok
-      twice -> raise ArgumentError, "HRW.Cluster got options more than once: #{HRW.brief(twice)}"
-    end
-
-    name = name!(opts)
-    structure = Keyword.get(opts, :structure, :skeleton)
-
-    unless structure in [:skeleton, :ring] do
-      raise ArgumentError,
-            "HRW.Cluster :structure must be :skeleton or :ring, got: #{HRW.brief(structure)}"
-    end
-
-    %{
-      name: name,
-      structure: structure,
-      build_opts: build_opts!(opts, structure),
-      source: source!(Keyword.get(opts, :source, :nodes)),
-      debounce: integer!(opts, :debounce, @default_debounce, 0, @max_ms),
-      depth: integer!(opts, :depth, 1, 1, @max_depth),
-      poll_interval: poll_interval!(opts),
-      callback_timeout: integer!(opts, :callback_timeout, @default_callback_timeout, 1, @max_ms),
-      allow: filter!(opts, :allow),
-      deny: filter!(opts, :deny),
-      weight_fn: weight_fn!(Keyword.get(opts, :weight_fn)),
-      overrides_option: HRW.Overrides.new!(Keyword.get(opts, :overrides), "HRW.Cluster", true)
-    }
-  end
-
-  defp name!(opts) do
-    case Keyword.fetch(opts, :name) do
-      {:ok, name} ->
-        if valid_name?(name) do
-          name
-        else
-          raise ArgumentError,
-                "HRW.Cluster :name must be an atom other than nil, true and false, " <>
-                  "at most #{@max_name} characters (code points) long, got: #{HRW.brief(name)}"
-        end
-
-      :error ->
-        raise ArgumentError, "HRW.Cluster requires a :name option"
-    end
-  end
-
-  defp build_opts!(opts, structure) do
-    case Keyword.fetch(opts, :cluster_size) do
-      :error ->
-        []
-
-      {:ok, _} when structure != :skeleton ->
-        raise ArgumentError, "HRW.Cluster :cluster_size applies to structure: :skeleton only"
-
-      {:ok, size} when is_integer(size) and size > 0 and size <= @max_ms ->
-        # Range checked by HRW.build/2 itself, on a throwaway skeleton, now rather
-        # than at the first change.
-        _ = HRW.build([:probe], cluster_size: size)
-        [cluster_size: size]
-
-      {:ok, other} ->
-        raise ArgumentError,
-              "HRW.Cluster :cluster_size must be a positive integer, got: #{HRW.brief(other)}"
-    end
-  end
-
-  defp source!(:nodes), do: :nodes
-  defp source!({:pg, scope, _group} = source) when is_atom(scope), do: source
-
-  defp source!(other) do
-    raise ArgumentError,
-          "HRW.Cluster :source must be :nodes or {:pg, scope, group}, got: #{HRW.brief(other)}"
-  end
-
-  defp integer!(opts, key, default, min, max) do
-    case Keyword.get(opts, key, default) do
-      value when is_integer(value) and value >= min and value <= max ->
-        value
-
-      other ->
-        raise ArgumentError,
-              "HRW.Cluster #{inspect(key)} must be an integer in #{min}..#{max}, " <>
-                "got: #{HRW.brief(other)}"
-    end
-  end
-
-  defp poll_interval!(opts) do
-    if Keyword.has_key?(opts, :poll_interval),
-      do: integer!(opts, :poll_interval, nil, 1, @max_ms),
-      else: nil
-  end
-
-  defp filter!(opts, key) do
-    case Keyword.get(opts, key) do
-      nil ->
-        nil
-
-      fun when is_function(fun, 1) ->
-        fun
-
-      regexes when is_list(regexes) ->
-        if Enum.all?(regexes, &regex?/1) do
-          # Kept as source and options, compiled where they are matched: since OTP
-          # 28 a compiled regex is a reference that only the VM that compiled it
-          # can run, and options may come from another node or a binary.
-          {:regexes, Enum.map(regexes, &{&1.source, &1.opts})}
-        else
-          raise ArgumentError, bad_filter(key, regexes)
-        end
-
-      other ->
-        raise ArgumentError, bad_filter(key, other)
-    end
-  end
-
-  defp regex?(%Regex{source: source} = regex) when is_binary(source) do
-    match?({:ok, _}, Regex.compile(source, regex.opts))
-  end
-
-  defp regex?(_other), do: false
-
-  defp bad_filter(key, value) do
-    "HRW.Cluster #{inspect(key)} must be a function of arity 1 or a list of regexes, " <>
-      "got: #{HRW.brief(value)}"
-  end
-
-  defp weight_fn!(nil), do: nil
-  defp weight_fn!(fun) when is_function(fun, 1), do: fun
-
-  defp weight_fn!(other) do
-    raise ArgumentError,
-          "HRW.Cluster :weight_fn must be a function of arity 1, got: #{HRW.brief(other)}"
-  end
-
-  # -- the server ------------------------------------------------------------------
-
-  @impl GenServer
-  def init(config) do
-    # Trapping exits lets `terminate/2` run when the parent stops us, and keeps the
-    # evaluation processes' exits (they are linked) from killing the server.
-    Process.flag(:trap_exit, true)
-
-    state =
-      Map.merge(config, %{
-        generation: 0,
-        history: Tuple.duplicate(nil, config.depth),
-        spec: nil,
-        overrides: config.overrides_option,
-        timer: nil,
-        eval: nil,
-        dirty: false,
-        failures: 0,
-        subscribers: %{}
-      })
-
-    {state, previous?} = take_over(state)
-
-    with {:ok, state} <- follow(state) do
-      case evaluate_now(state) do
-        :unchanged ->
-          {:ok, state}
-
-        {:changed, spec, structure} ->
-          {:ok, publish(state, spec, structure)}
-
-        {:error, message} when previous? ->
-          {:ok, failed(state, message)}
-
-        {:error, message} ->
-          {:stop, {:evaluation_failed, message}}
-      end
-    end
-  end
-
-  # A previous server's entry (after a crash, a kill or a :shutdown): continue its
-  # generations, resized to this server's depth.
-  defp take_over(state) do
-    case :persistent_term.get(key(state), @missing) do
-      {@tag, generation, history, {spec, option} = meta} ->
-        resized = resize(history, state.depth)
-
-        if resized != history,
-          do: :persistent_term.put(key(state), {@tag, generation, resized, meta})
-
-        # Overrides put since the previous server started stay, unless this server
-        # was started with another :overrides option.
-        {_structure, _build_opts, overrides, _entries} = spec
-        overrides = if option == state.overrides_option, do: overrides, else: state.overrides
-        state = %{state | generation: generation, history: resized, spec: spec}
-        {%{state | overrides: overrides}, true}
-
-      _ ->
-        {state, false}
-    end
-  end
-
-  defp resize(history, depth) do
-    kept = history |> Tuple.to_list() |> Enum.take(depth)
-    List.to_tuple(kept ++ List.duplicate(nil, depth - length(kept)))
-  end
-
-  defp follow(%{source: :nodes} = state) do
-    :ok = :net_kernel.monitor_nodes(true, node_type: :visible)
-    {:ok, Map.put(state, :pg_ref, nil)}
-  end
-
-  defp follow(%{source: {:pg, scope, group}} = state) do
-    cond do
-      Process.whereis(scope) == nil ->
-        {:stop, {:pg_scope_not_started, scope}}
-
-      state.poll_interval == nil and pg_monitor?() ->
-        {ref, _pids} = :pg.monitor(scope, group)
-        {:ok, Map.put(state, :pg_ref, ref)}
-
-      true ->
-        state = %{state | poll_interval: state.poll_interval || @default_poll}
-        Process.send_after(self(), :poll, state.poll_interval)
-        {:ok, Map.put(state, :pg_ref, nil)}
-    end
-  end
-
-  defp pg_monitor? do
-    Code.ensure_loaded?(:pg) and function_exported?(:pg, :monitor, 2)
-  end
-
-  @impl GenServer
-  def handle_call({:subscribe, pid}, _from, state) do
-    if Enum.any?(state.subscribers, fn {_ref, p} -> p == pid end) do
-      {:reply, :ok, state}
-    else
-      ref = Process.monitor(pid)
-      {:reply, :ok, put_in(state.subscribers[ref], pid)}
-    end
-  end
-
-  def handle_call({:unsubscribe, pid}, _from, state) do
-    {gone, kept} = Enum.split_with(state.subscribers, fn {_ref, p} -> p == pid end)
-    Enum.each(gone, fn {ref, _} -> Process.demonitor(ref, [:flush]) end)
-    {:reply, :ok, %{state | subscribers: Map.new(kept)}}
-  end
-
-  def handle_call({:put_overrides, overrides}, _from, state) do
-    # A running evaluation was given the old overrides: its result will be dropped
-    # (see evaluated/2) and the members evaluated again.
-    state = %{state | overrides: overrides}
-
-    case state.spec do
-      {structure, build_opts, old, entries} when old != overrides ->
-        spec = {structure, build_opts, overrides, entries}
-
-        try do
-          build(spec)
-        rescue
-          error ->
-            message =
-              "HRW.Cluster #{HRW.brief(state.name)}: building with the overrides " <>
-                describe(:error, error)
-
-            {:reply, {:error, message}, state}
-        else
-          new -> {:reply, :ok, publish(state, spec, new)}
-        end
-
-      _same_or_none ->
-        {:reply, :ok, state}
-    end
-  end
-
-  def handle_call(request, _from, state) do
-    Logger.debug("HRW.Cluster #{HRW.brief(state.name)} ignored the call #{HRW.brief(request)}")
-    {:reply, {:error, :unknown_call}, state}
-  end
-
-  @impl GenServer
-  def handle_cast(request, state) do
-    Logger.debug("HRW.Cluster #{HRW.brief(state.name)} ignored the cast #{HRW.brief(request)}")
-    {:noreply, state}
-  end
-
-  @impl GenServer
-  def handle_info({event, _node, _info}, state) when event in [:nodeup, :nodedown],
-    do: {:noreply, schedule(state)}
-
-  def handle_info({ref, event, _group, _pids}, %{pg_ref: ref} = state)
-      when event in [:join, :leave],
-      do: {:noreply, schedule(state)}
-
-  def handle_info(:poll, state) do
-    Process.send_after(self(), :poll, state.poll_interval)
-    {:noreply, schedule(state)}
-  end
-
-  def handle_info(:rebuild, state), do: {:noreply, start_evaluation(%{state | timer: nil})}
-
-  def handle_info({@result, tag, result}, %{eval: %{tag: tag} = eval} = state) do
-    Process.demonitor(eval.mref, [:flush])
-    Process.cancel_timer(eval.timer)
-    {:noreply, evaluated(%{state | eval: nil}, result)}
-  end
-
-  def handle_info({@timeout, tag}, %{eval: %{tag: tag} = eval} = state) do
-    Process.exit(eval.pid, :kill)
-    Process.demonitor(eval.mref, [:flush])
-    {:noreply, evaluated(%{state | eval: nil}, {:error, timed_out(state)})}
-  end
-
-  def handle_info({:DOWN, mref, :process, _pid, reason}, %{eval: %{mref: mref} = eval} = state) do
-    Process.cancel_timer(eval.timer)
-    {:noreply, evaluated(%{state | eval: nil}, {:error, exited(reason)})}
-  end
-
-  # A result or a timeout of an evaluation that has already been settled.
-  def handle_info({tag, _ref, _result}, state) when tag == @result, do: {:noreply, state}
-  def handle_info({tag, _ref}, state) when tag == @timeout, do: {:noreply, state}
-
-  def handle_info({:DOWN, ref, :process, _pid, _reason}, state) do
-    {:noreply, %{state | subscribers: Map.delete(state.subscribers, ref)}}
-  end
-
-  # Evaluation processes are linked (so they die with the server); their exits are
-  # seen through their monitors. Links other than the parent's (handled by
-  # GenServer) are not ours to act on either.
-  def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
-
-  def handle_info(message, state) do
-    Logger.debug("HRW.Cluster #{HRW.brief(state.name)} ignored #{HRW.brief(message)}")
-    {:noreply, state}
-  end
-
-  @impl GenServer
-  def terminate(reason, state) do
-    if state.eval, do: Process.exit(state.eval.pid, :kill)
-    # Only a deliberate, normal stop erases the entry: after a crash, a kill or a
-    # :shutdown (possibly half of a restart) lookups keep the last structure.
-    if reason == :normal, do: :persistent_term.erase(key(state))
-    :ok
-  end
-
-  # Crash reports and :sys.get_status/1 show a summary, not every member.
-  @impl GenServer
-  def format_status(_reason, [_pdict, state]) do
-    [
-      data: [
-        {~c"State",
-         %{
-           name: state.name,
-           generation: state.generation,
-           depth: state.depth,
-           members: length(members_of(state.spec)),
-           evaluating: state.eval != nil,
-           failures: state.failures,
-           subscribers: map_size(state.subscribers)
-         }}
-      ]
-    ]
-  end
-
-  defp members_of({_structure, _opts, _overrides, entries}), do: entries
-  defp members_of(nil), do: []
-
-  defp key(state), do: {__MODULE__, state.name}
-
-  # The first event of a burst starts the timer; the rest ride on it (or on a
-  # pending retry). Events during an evaluation ask for one more after it.
-  defp schedule(%{eval: eval} = state) when eval != nil, do: %{state | dirty: true}
-
-  defp schedule(%{timer: nil} = state) do
-    %{state | timer: Process.send_after(self(), :rebuild, state.debounce)}
-  end
-
-  defp schedule(state), do: state
-
-  defp evaluated(state, {:error, message}), do: failed(state, message)
-
-  # Built with overrides that have been replaced since (put_overrides/2 during the
-  # evaluation): not published, evaluated again.
-  defp evaluated(state, {:changed, {_, _, overrides, _}, _structure})
-       when overrides != state.overrides,
-       do: schedule(%{state | failures: 0, dirty: false})
-
-  defp evaluated(state, result) do
-    state =
-      case result do
-        :unchanged -> state
-        {:changed, spec, structure} -> publish(state, spec, structure)
-      end
-
-    state = %{state | failures: 0}
-    if state.dirty, do: schedule(%{state | dirty: false}), else: state
-  end
-
-  defp failed(state, message) do
-    failures = state.failures + 1
-    delay = min(@first_retry * 2 ** min(failures - 1, 5), @max_retry)
-
-    Logger.warning(
-      "HRW.Cluster #{HRW.brief(state.name)}: #{message}; " <>
-        "kept the previous members, next attempt in #{delay} ms"
-    )
-
-    timer = Process.send_after(self(), :rebuild, delay)
-    %{state | failures: failures, timer: timer, dirty: false}
-  end
-
-  # Still no member (only the overrides or options changed): the new spec is kept,
-  # with no new generation and no message.
-  defp publish(%{generation: generation} = state, spec, nil)
-       when generation > 0 and elem(state.history, 0) == nil do
-    meta = {spec, state.overrides_option}
-    :persistent_term.put(key(state), {@tag, generation, state.history, meta})
-    %{state | spec: spec}
-  end
-
-  defp publish(state, spec, structure) do
-    old = elem(state.history, 0)
-    depth = tuple_size(state.history)
-    history = state.history |> Tuple.insert_at(0, structure) |> Tuple.delete_at(depth)
-    generation = state.generation + 1
-    :persistent_term.put(key(state), {@tag, generation, history, {spec, state.overrides_option}})
-    message = {:hrw_cluster_changed, state.name, old, structure}
-    Enum.each(state.subscribers, fn {_ref, pid} -> send(pid, message) end)
-    %{state | generation: generation, history: history, spec: spec}
-  end
-
-  defp timed_out(state) do
-    "the evaluation of the members did not finish within #{state.callback_timeout} ms " <>
-      "(:callback_timeout) and was killed"
-  end
-
-  defp exited(reason), do: "the evaluation of the members exited: #{HRW.brief(reason)}"
-
-  # -- evaluations -------------------------------------------------------------------
-
-  # Everything user-supplied runs in a process of its own, linked (it dies with the
-  # server) and monitored (its end is seen), never in the server.
-  defp spawn_evaluation(state) do
-    server = self()
-    tag = make_ref()
-
-    job =
-      Map.take(state, [:source, :allow, :deny, :weight_fn, :structure, :build_opts, :overrides])
-      |> Map.put(:spec, state.spec)
-
-    {pid, mref} =
-      Process.spawn(fn -> send(server, {@result, tag, evaluate(job)}) end, [:link, :monitor])
-
-    %{tag: tag, pid: pid, mref: mref}
-  end
-
-  defp start_evaluation(%{eval: nil} = state) do
-    eval = spawn_evaluation(state)
-    timer = Process.send_after(self(), {@timeout, eval.tag}, state.callback_timeout)
-    %{state | eval: Map.put(eval, :timer, timer)}
-  end
-
-  defp start_evaluation(state), do: %{state | dirty: true}
-
-  # At start, the first evaluation is waited for (so the first structure is
-  # published before start_link returns), under the same timeout.
-  defp evaluate_now(state) do
-    %{tag: tag, pid: pid, mref: mref} = spawn_evaluation(state)
-
-    receive do
-      {@result, ^tag, result} ->
-        Process.demonitor(mref, [:flush])
-        result
-
-      {:DOWN, ^mref, :process, _pid, reason} ->
-        {:error, exited(reason)}
-    after
-      state.callback_timeout ->
-        Process.exit(pid, :kill)
-        Process.demonitor(mref, [:flush])
-
-        receive do
-          {@result, ^tag, _result} -> :ok
-        after
-          0 -> :ok
-        end
-
-        {:error, timed_out(state)}
-    end
-  end
-
-  # Runs in the evaluation process: :unchanged, {:changed, spec, structure} or
-  # {:error, bounded_message}.
-  defp evaluate(job) do
-    nodes = phase("reading the :source", fn -> source_nodes(job.source) end)
-
-    allow = compiled(job.allow)
-    deny = compiled(job.deny)
-
-    members =
-      nodes
-      |> Enum.uniq()
-      |> Enum.filter(
-        &(allowed?(allow, :allow, &1, true) and not allowed?(deny, :deny, &1, false))
-      )
-      |> Enum.sort()
-
-    entries =
-      case job.weight_fn do
-        nil -> members
-        weight_fn -> Enum.map(members, &{&1, weight!(weight_fn, &1)})
-      end
-
-    spec = {job.structure, job.build_opts, job.overrides, entries}
-
-    if spec == job.spec do
-      :unchanged
-    else
-      {:changed, spec, phase("building the structure", fn -> build(spec) end)}
-    end
-  catch
-    {@failed, message} -> {:error, message}
-    kind, reason -> {:error, "the evaluation of the members #{describe(kind, reason)}"}
-  end
-
-  defp phase(what, fun) do
-    fun.()
-  catch
-    kind, reason -> throw({@failed, "#{what} #{describe(kind, reason)}"})
-  end
-
-  defp source_nodes(:nodes), do: [node() | Node.list(:visible)]
-
-  defp source_nodes({:pg, scope, group}) do
-    scope |> :pg.get_members(group) |> Enum.map(&node/1)
-  end
-
-  # A filter's regexes compiled in this VM (see `filter!/2`).
-  defp compiled({:regexes, sources}),
-    do: Enum.map(sources, fn {source, opts} -> Regex.compile!(source, opts) end)
-
-  defp compiled(filter), do: filter
-
-  defp allowed?(nil, _key, _node, default), do: default
-
-  defp allowed?(fun, key, node, _default) when is_function(fun, 1),
-    do: !!callback(fun, key, node)
-
-  defp allowed?(regexes, _key, node, _default) do
-    name = Atom.to_string(node)
-    Enum.any?(regexes, &Regex.match?(&1, name))
-  end
-
-  defp weight!(weight_fn, node) do
-    case callback(weight_fn, :weight_fn, node) do
-      w when is_number(w) and w > 0 and w <= @max_weight ->
-        w
-
-      other ->
-        throw(
-          {@failed,
-           ":weight_fn returned #{HRW.brief(other)} for #{HRW.brief(node)}, " <>
-             "not a positive number at most 2^53"}
-        )
-    end
-  end
-
-  defp callback(fun, key, node) do
-    fun.(node)
-  catch
-    kind, reason ->
-      throw({@failed, "#{inspect(key)} #{describe(kind, reason)} for #{HRW.brief(node)}"})
-  end
-
-  defp describe(:error, %{__exception__: true, message: message} = exception)
-       when is_binary(message),
-       do: "raised #{HRW.brief(exception.__struct__)}: #{HRW.brief(message)}"
-
-  defp describe(:error, reason), do: "raised #{HRW.brief(reason)}"
-  defp describe(:throw, value), do: "threw #{HRW.brief(value)}"
-  defp describe(:exit, reason), do: "exited with #{HRW.brief(reason)}"
-
-  defp build({_structure, _build_opts, _overrides, []}), do: nil
-
-  defp build({structure, build_opts, overrides, entries}) do
-    # Entries are all bare nodes, or all {node, weight} (with :weight_fn).
-    scorer = if match?([{_, _} | _], entries), do: [scorer: %HRW.Weighted{}], else: []
-    overrides = if overrides, do: [overrides: overrides], else: []
-
-    case structure do
-      :skeleton -> HRW.build(entries, build_opts ++ scorer ++ overrides)
-      :ring -> HRW.Ring.new(entries, scorer ++ overrides)
-    end
-  end
+  def unsubscribe(name), do: GenServer.call(Server.pid!(name), {:unsubscribe, self()})
 end

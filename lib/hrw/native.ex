@@ -11,8 +11,11 @@ defmodule HRW.Native do
   #   * stale resources: a ring or skeleton whose resource cannot be used in this VM
   #     (it came from another node, or from a binary whose resource was collected)
   #     makes the NIF raise `:hrw_stale_resource`; the struct is rebuilt
-  #     (`HRW.Prepared.rebuilt/1`, cached per fingerprint) and the call repeated once;
-  #   * the tuple protocol of batch targets.
+  #     (`HRW.Prepared.rebuilt/1`, shared by the node's processes) and the call
+  #     repeated once.
+  #
+  # Which structure is which, and the tuples the batch NIFs take, is
+  # `HRW.Prepared`'s to know.
   #
   # NIFs raise `ArgumentError` themselves for bad input.
   #
@@ -83,52 +86,33 @@ defmodule HRW.Native do
   def skeleton_new(nodes, weighted?, leaf_size),
     do: twin(:skeleton_new, [nodes, weighted?, leaf_size])
 
-  @spec ring_owner(HRW.Ring.t(), term()) :: term()
-  def ring_owner(%HRW.Ring{nodes: nodes, resource: resource} = ring, key),
-    do: ring_owner(resource, nodes, ring, key)
+  # One owner and one owners lookup per kind of prepared structure, written once:
+  # `ring_owner/4`, `ring_owners/5`, `skeleton_owner/4`, `skeleton_owners/5`.
+  # `HRW.Prepared` matches the struct's fields and passes them with the struct, which
+  # is needed again only for a stale rebuild. (Matching them here, in the function
+  # that holds the `try`, measured ~13 ns slower per call.)
+  for kind <- [:ring, :skeleton] do
+    owner = :"#{kind}_owner"
+    owners = :"#{kind}_owners"
 
-  # The hot path of `HRW.owner/2`: the caller has matched the struct's fields, and
-  # the struct is only needed again for a stale rebuild. (Matching them here, in the
-  # function that holds the `try`, measured ~13 ns slower per call.)
-  @spec ring_owner(reference(), tuple(), HRW.Ring.t(), term()) :: term()
-  def ring_owner(resource, nodes, ring, key) do
-    elem(nodes, twin(:ring_owner, [resource, key]))
-  catch
-    :error, :hrw_stale_resource ->
-      %HRW.Ring{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(ring)
-      elem(nodes, twin(:ring_owner, [resource, key]))
-  end
+    @spec unquote(owner)(reference(), tuple(), HRW.Prepared.t(), term()) :: term()
+    def unquote(owner)(resource, nodes, prepared, key) do
+      elem(nodes, twin(unquote(owner), [resource, key]))
+    catch
+      :error, :hrw_stale_resource ->
+        %{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(prepared)
+        elem(nodes, twin(unquote(owner), [resource, key]))
+    end
 
-  @spec ring_owners(HRW.Ring.t(), term(), non_neg_integer()) :: [term()]
-  def ring_owners(%HRW.Ring{nodes: nodes, resource: resource} = ring, key, count) do
-    pick(nodes, twin(:ring_owners, [resource, key, count]))
-  catch
-    :error, :hrw_stale_resource ->
-      %HRW.Ring{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(ring)
-      pick(nodes, twin(:ring_owners, [resource, key, count]))
-  end
-
-  @spec skeleton_owner(HRW.Skeleton.t(), term()) :: term()
-  def skeleton_owner(%HRW.Skeleton{nodes: nodes, resource: resource} = skeleton, key),
-    do: skeleton_owner(resource, nodes, skeleton, key)
-
-  # As `ring_owner/4`.
-  @spec skeleton_owner(reference(), tuple(), HRW.Skeleton.t(), term()) :: term()
-  def skeleton_owner(resource, nodes, skeleton, key) do
-    elem(nodes, twin(:skeleton_owner, [resource, key]))
-  catch
-    :error, :hrw_stale_resource ->
-      %HRW.Skeleton{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(skeleton)
-      elem(nodes, twin(:skeleton_owner, [resource, key]))
-  end
-
-  @spec skeleton_owners(HRW.Skeleton.t(), term(), non_neg_integer()) :: [term()]
-  def skeleton_owners(%HRW.Skeleton{nodes: nodes, resource: resource} = skeleton, key, count) do
-    pick(nodes, twin(:skeleton_owners, [resource, key, count]))
-  catch
-    :error, :hrw_stale_resource ->
-      %HRW.Skeleton{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(skeleton)
-      pick(nodes, twin(:skeleton_owners, [resource, key, count]))
+    @spec unquote(owners)(reference(), tuple(), HRW.Prepared.t(), term(), non_neg_integer()) ::
+            [term()]
+    def unquote(owners)(resource, nodes, prepared, key, count) do
+      pick(nodes, twin(unquote(owners), [resource, key, count]))
+    catch
+      :error, :hrw_stale_resource ->
+        %{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(prepared)
+        pick(nodes, twin(unquote(owners), [resource, key, count]))
+    end
   end
 
   # Recursion, not a fun: see "No fun below" under batches.
@@ -146,37 +130,28 @@ defmodule HRW.Native do
   # `:nif_not_loaded` meanwhile, and any fun would dangle if that on_load failed
   # (test/hrw/reload_test.exs).
 
-  @spec batch_owners([term()], target(), pos_integer()) :: [term()]
-  def batch_owners(keys, target, threads) do
-    dirty? = longer_than?(keys, @dirty_keys)
-    batch_owners(keys, native_target(target), threads, dirty?)
-  catch
-    :error, :hrw_stale_resource ->
-      batch_owners(keys, native_target(rebuilt(target)), threads, longer_than?(keys, @dirty_keys))
+  # `batch_owners/3` and `batch_groups/3`: the same shape, written once.
+  for name <- [:batch_owners, :batch_groups] do
+    @spec unquote(name)([term()], target(), pos_integer()) :: term()
+    def unquote(name)(keys, target, threads) do
+      unquote(name)(keys, batch_target(target), threads, longer_than?(keys, @dirty_keys))
+    catch
+      :error, :hrw_stale_resource ->
+        target = target |> HRW.Prepared.rebuilt() |> batch_target()
+        unquote(name)(keys, target, threads, longer_than?(keys, @dirty_keys))
+    end
+
+    defp unquote(name)(keys, t, threads, true), do: dirty(unquote(name), [keys, t, threads])
+    defp unquote(name)(keys, t, threads, false), do: twin(unquote(name), [keys, t, threads])
   end
-
-  defp batch_owners(keys, t, threads, true), do: dirty(:batch_owners, [keys, t, threads])
-  defp batch_owners(keys, t, threads, false), do: twin(:batch_owners, [keys, t, threads])
-
-  @spec batch_groups([term()], target(), pos_integer()) :: %{term() => [term()]}
-  def batch_groups(keys, target, threads) do
-    dirty? = longer_than?(keys, @dirty_keys)
-    batch_groups(keys, native_target(target), threads, dirty?)
-  catch
-    :error, :hrw_stale_resource ->
-      batch_groups(keys, native_target(rebuilt(target)), threads, longer_than?(keys, @dirty_keys))
-  end
-
-  defp batch_groups(keys, t, threads, true), do: dirty(:batch_groups, [keys, t, threads])
-  defp batch_groups(keys, t, threads, false), do: twin(:batch_groups, [keys, t, threads])
 
   @spec batch_moves([term()], target(), target(), pos_integer()) :: [{term(), term(), term()}]
   def batch_moves(keys, before, later, threads) do
     dirty? = longer_than?(keys, @dirty_keys)
-    batch_moves(keys, native_target(before), native_target(later), threads, dirty?)
+    batch_moves(keys, batch_target(before), batch_target(later), threads, dirty?)
   catch
     :error, :hrw_stale_resource ->
-      {a, b} = {native_target(rebuilt(before)), native_target(rebuilt(later))}
+      {a, b} = {rebuilt_target(before), rebuilt_target(later)}
       batch_moves(keys, a, b, threads, longer_than?(keys, @dirty_keys))
   end
 
@@ -192,13 +167,7 @@ defmodule HRW.Native do
     end
   end
 
-  defp native_target(%HRW.Ring{resource: r, nodes: nodes}), do: {:ring, r, nodes}
-  defp native_target(%HRW.Skeleton{resource: r, nodes: nodes}), do: {:skeleton, r, nodes}
-  defp native_target({:list, _nodes, _weighted?} = list), do: list
-
-  defp rebuilt(%HRW.Ring{} = ring), do: HRW.Prepared.rebuilt(ring)
-  defp rebuilt(%HRW.Skeleton{} = skeleton), do: HRW.Prepared.rebuilt(skeleton)
-  defp rebuilt(other), do: other
+  defp rebuilt_target(target), do: target |> HRW.Prepared.rebuilt() |> batch_target()
 
   # Counts at most `limit + 1` cells, so a long list costs no more than a short one.
   defp longer_than?([_ | rest], limit) when limit > 0, do: longer_than?(rest, limit - 1)
@@ -215,6 +184,7 @@ defmodule HRW.Native do
   def probe(name, args), do: apply(__MODULE__, :"#{name}_probe", args)
 
   @doc false
+  # The tuple a batch NIF takes for `target` (`HRW.Prepared.batch_target/1`).
   @spec batch_target(target()) :: tuple()
-  def batch_target(target), do: native_target(target)
+  def batch_target(target), do: HRW.Prepared.batch_target(target)
 end

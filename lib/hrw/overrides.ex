@@ -11,9 +11,6 @@ defmodule HRW.Overrides do
   @typedoc "Normalized overrides: every value a non-empty list of distinct nodes."
   @type t :: %{optional(term()) => [term(), ...]}
 
-  # The NIF takes counts up to 2^32 - 1 (see `HRW.owners/4`).
-  @max_count 0xFFFF_FFFF
-
   @doc """
   Validates the `:overrides` option given to `caller` and normalizes it: `nil` when
   there is nothing to override (option absent, `nil` or `%{}`), else a map whose
@@ -56,7 +53,7 @@ defmodule HRW.Overrides do
   end
 
   defp pinned!(key, [_ | _] = nodes, caller) do
-    if proper?(nodes) do
+    if HRW.Options.proper?(nodes) do
       Enum.uniq(nodes)
     else
       raise ArgumentError,
@@ -72,10 +69,6 @@ defmodule HRW.Overrides do
   end
 
   defp pinned!(_key, node, _caller), do: [node]
-
-  defp proper?([_ | tail]), do: proper?(tail)
-  defp proper?([]), do: true
-  defp proper?(_), do: false
 
   @doc "The overrides as a map (`%{}` when there are none)."
   @spec to_map(t() | nil) :: t()
@@ -122,7 +115,7 @@ defmodule HRW.Overrides do
             # At most length(pinned) of the structure's own owners are pinned ones.
             rest =
               (count + length(pinned))
-              |> min(@max_count)
+              |> HRW.Options.count!()
               |> own.()
               |> Enum.reject(&:lists.member(&1, pinned))
               |> Enum.take(missing)

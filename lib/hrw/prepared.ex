@@ -1,58 +1,139 @@
 defmodule HRW.Prepared do
   @moduledoc false
-  # What `HRW.Ring` and `HRW.Skeleton` share: both keep their distinct nodes beside a
-  # NIF resource, and rebuild the resource when it cannot be used here (the struct
-  # came from another BEAM node, or from a binary whose resource was collected).
+  # The one module that knows the prepared targets, `HRW.Ring` and `HRW.Skeleton`:
+  # how each kind is looked up, singly (`owner/2`, `owners/3`) and in batches
+  # (`batch_target/1`, the tuple the batch NIFs take), what its overrides and
+  # Elixir-scored form change, and how a stale one is rebuilt (`rebuilt/1`, through
+  # the node-wide `HRW.Prepared.Cache`). `HRW`, `HRW.Batch` and `HRW.Native` call
+  # it; the struct modules build and document.
+  #
+  # Both structs keep their distinct nodes beside a NIF resource, so a struct whose
+  # resource cannot be used here (it came from another BEAM node, or from a binary
+  # whose resource was collected) can be rebuilt from its own fields.
 
-  # Rebuilt resources kept per process, most recently used first: enough for any
-  # realistic number of stale structures in use at once, few enough that a process
-  # cannot accumulate them without bound.
-  @cache_size 32
-  @cache_key {__MODULE__, :rebuilt}
+  alias HRW.{Compat, Native, Overrides}
+
+  @typedoc "A prepared structure."
+  @type t :: HRW.Ring.t() | HRW.Skeleton.t()
+
+  @doc "True for a ring or a skeleton (usable in guards)."
+  defguard is_prepared(target)
+           when is_struct(target, HRW.Ring) or is_struct(target, HRW.Skeleton)
+
+  # -- lookups ---------------------------------------------------------------------
 
   @doc """
-  The struct with a resource usable in this process. Each fingerprint is rebuilt
-  at most once per process while it stays among the #{@cache_size} most recently
-  rebuilt: the process dictionary holds those resources (which keeps them alive).
+  The owner of `key`. Without overrides a native structure goes straight to the NIF
+  boundary: the struct is matched here, once, and `HRW.Native` holds only the `try`
+  that repeats the call on a rebuilt resource.
   """
-  @spec rebuilt(struct) :: struct when struct: HRW.Ring.t() | HRW.Skeleton.t()
-  def rebuilt(%module{fingerprint: fingerprint} = prepared) do
-    key = {module, fingerprint}
-    cache = Process.get(@cache_key, [])
+  @spec owner(t(), term()) :: term()
+  def owner(%HRW.Skeleton{resource: r, nodes: nodes, overrides: nil} = skeleton, key)
+      when is_reference(r),
+      do: Native.skeleton_owner(r, nodes, skeleton, key)
 
-    case List.keyfind(cache, key, 0) do
-      {^key, resource} ->
-        if hd(cache) |> elem(0) != key do
-          Process.put(@cache_key, [{key, resource} | List.keydelete(cache, key, 0)])
-        end
+  def owner(%HRW.Ring{resource: r, nodes: nodes, overrides: nil} = ring, key),
+    do: Native.ring_owner(r, nodes, ring, key)
 
-        %{prepared | resource: resource}
+  def owner(%HRW.Skeleton{resource: nil, scorer: scorer, overrides: nil} = skeleton, key),
+    do: Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
 
-      nil ->
-        case build(prepared) do
-          {resource, _, _, ^fingerprint} ->
-            Process.put(@cache_key, Enum.take([{key, resource} | cache], @cache_size))
-            %{prepared | resource: resource}
+  # Anything else in the resource field that the NIF cannot use is rebuilt there.
+  def owner(%HRW.Skeleton{resource: r, nodes: nodes, overrides: nil} = skeleton, key),
+    do: Native.skeleton_owner(r, nodes, skeleton, key)
 
-          _ ->
-            # Only a struct whose fields were changed by hand gets here.
-            raise ArgumentError,
-                  "the #{inspect(module)} struct's nodes do not match its fingerprint"
-        end
+  def owner(%{overrides: overrides} = prepared, key) do
+    case Overrides.owner(overrides, key) do
+      {:ok, node} -> node
+      :error -> owner(%{prepared | overrides: nil}, key)
+    end
+  end
+
+  @doc "The best `count` owners of `key` (a checked count), overrides first."
+  @spec owners(t(), term(), non_neg_integer()) :: [term()]
+  def owners(%{overrides: nil} = prepared, key, count), do: own_owners(prepared, key, count)
+
+  def owners(%{overrides: overrides} = prepared, key, count) do
+    Overrides.owners(overrides, key, count, &own_owners(prepared, key, &1))
+  end
+
+  defp own_owners(%HRW.Ring{resource: r, nodes: nodes} = ring, key, count),
+    do: Native.ring_owners(r, nodes, ring, key, count)
+
+  defp own_owners(%HRW.Skeleton{resource: nil, scorer: scorer} = skeleton, key, count),
+    do: Compat.owners(key, Tuple.to_list(skeleton.nodes), count, scorer)
+
+  defp own_owners(%HRW.Skeleton{resource: r, nodes: nodes} = skeleton, key, count),
+    do: Native.skeleton_owners(r, nodes, skeleton, key, count)
+
+  @doc "The structure's own owner of `key`, its overrides ignored."
+  @spec own_owner(t(), term()) :: term()
+  def own_owner(prepared, key), do: owner(%{prepared | overrides: nil}, key)
+
+  @doc "The normalized overrides of a target (`nil` for none, and for node lists)."
+  @spec overrides(term()) :: Overrides.t() | nil
+  def overrides(%HRW.Ring{overrides: overrides}), do: overrides
+  def overrides(%HRW.Skeleton{overrides: overrides}), do: overrides
+  def overrides(_target), do: nil
+
+  @doc "Whether a prepared structure is scored in Elixir (no resource, no native batch)."
+  @spec elixir_scored?(t()) :: boolean()
+  def elixir_scored?(%HRW.Skeleton{resource: nil}), do: true
+  def elixir_scored?(prepared) when is_prepared(prepared), do: false
+
+  @doc """
+  A batch target as the batch NIFs take it: `{:ring | :skeleton, resource, nodes}`,
+  or a `{:list, nodes, weighted?}` target unchanged.
+  """
+  @spec batch_target(t() | {:list, list(), boolean()}) :: tuple()
+  def batch_target(%HRW.Ring{resource: r, nodes: nodes}), do: {:ring, r, nodes}
+  def batch_target(%HRW.Skeleton{resource: r, nodes: nodes}), do: {:skeleton, r, nodes}
+  def batch_target({:list, _nodes, _weighted?} = list), do: list
+
+  # -- stale structures --------------------------------------------------------------
+
+  @doc """
+  The struct with a resource usable in this VM: a stale structure's resource is
+  rebuilt once per node and fingerprint while `HRW.Prepared.Cache` keeps it (see
+  there); other targets are returned unchanged.
+  """
+  @spec rebuilt(target) :: target when target: term()
+  def rebuilt(%module{fingerprint: fingerprint} = prepared) when is_prepared(prepared) do
+    %{prepared | resource: HRW.Prepared.Cache.fetch({module, fingerprint}, prepared)}
+  end
+
+  def rebuilt(other), do: other
+
+  @doc """
+  Builds the resource of `prepared` again from its fields: `{resource, nodes}`.
+  Raises when the fields do not give the struct's fingerprint (changed by hand).
+  """
+  @spec rebuild(t()) :: {reference(), non_neg_integer()}
+  def rebuild(%module{fingerprint: fingerprint} = prepared) do
+    HRW.Prepared.Cache.count_rebuild()
+
+    case build(prepared) do
+      {resource, _, _, ^fingerprint} ->
+        {resource, tuple_size(prepared.nodes)}
+
+      _ ->
+        raise ArgumentError, "the #{inspect(module)} struct's nodes do not match its fingerprint"
     end
   end
 
   defp build(%HRW.Ring{} = ring) do
-    HRW.Native.ring_new(entries(ring.nodes, ring.weights), ring.weights != nil)
+    Native.ring_new(entries(ring.nodes, ring.weights), ring.weights != nil)
   end
 
   defp build(%HRW.Skeleton{} = skeleton) do
-    HRW.Native.skeleton_new(
+    Native.skeleton_new(
       entries(skeleton.nodes, skeleton.weights),
       skeleton.weights != nil,
       skeleton.cluster_size
     )
   end
+
+  # -- shared by both structs ----------------------------------------------------------
 
   @doc "The `{node, weight}` list (or plain nodes) a struct was built from."
   @spec entries(tuple(), tuple() | nil) :: [term()]

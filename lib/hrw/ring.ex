@@ -14,12 +14,13 @@ defmodule HRW.Ring do
   Moving from a list to a ring moves no key; adding a node to a ring moves only the
   keys the new node wins. The struct holds the distinct nodes, so it keeps working
   after a `:erlang.term_to_binary/1` round trip or on another BEAM node: when its
-  resource cannot be used there, it is rebuilt once and cached in the calling
-  process. Rings are immutable and shared by all processes without locks; store them
+  resource cannot be used there, it is rebuilt once per node and shared by every
+  process there while it is in use or recently used (by the `:hrw` application;
+  without it running, each call rebuilds). Rings are immutable and shared by all processes without locks; store them
   in `:persistent_term` or ETS freely.
   """
 
-  alias HRW.{Native, Overrides, Prepared}
+  alias HRW.{Native, Options, Overrides, Prepared}
 
   @enforce_keys [:nodes, :weights, :resource, :fingerprint]
   defstruct @enforce_keys ++ [overrides: nil]
@@ -85,8 +86,8 @@ defmodule HRW.Ring do
   """
   @spec new([term(), ...], keyword()) :: t()
   def new(nodes, opts \\ []) do
-    weighted? = HRW.native_scorer!(opts, "HRW.Ring.new/2", [:scorer, :overrides])
-    HRW.checked_nodes!(nodes)
+    weighted? = Options.native_scorer!(opts, "HRW.Ring.new/2", [:scorer, :overrides])
+    _ = Options.nodes!(nodes)
     overrides = Overrides.new!(Keyword.get(opts, :overrides), "HRW.Ring.new/2", true)
     {resource, nodes, weights, fingerprint} = Native.ring_new(nodes, weighted?)
 
@@ -134,29 +135,6 @@ defmodule HRW.Ring do
   """
   @spec size(t()) :: pos_integer()
   def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
-
-  @doc false
-  # Without overrides: straight to the NIF boundary (`HRW.owner/3` goes there
-  # directly on its hot path).
-  @spec owner(t(), term()) :: term()
-  def owner(%__MODULE__{overrides: nil} = ring, key), do: Native.ring_owner(ring, key)
-  def owner(%__MODULE__{} = ring, key), do: overridden_owner(ring, key)
-
-  defp overridden_owner(ring, key) do
-    case Overrides.owner(ring.overrides, key) do
-      {:ok, node} -> node
-      :error -> owner(%{ring | overrides: nil}, key)
-    end
-  end
-
-  @doc false
-  @spec owners(t(), term(), non_neg_integer()) :: [term()]
-  def owners(%__MODULE__{overrides: nil} = ring, key, count),
-    do: Native.ring_owners(ring, key, count)
-
-  def owners(%__MODULE__{overrides: overrides} = ring, key, count) do
-    Overrides.owners(overrides, key, count, &Native.ring_owners(ring, key, &1))
-  end
 
   defimpl Inspect do
     def inspect(ring, _opts) do

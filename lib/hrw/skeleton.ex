@@ -15,7 +15,8 @@ defmodule HRW.Skeleton do
 
   The skeleton lives in a NIF resource; the struct keeps the distinct nodes, so it
   still works after `:erlang.term_to_binary/1` round trips and on other BEAM nodes
-  (the resource is rebuilt once per process there). Share it through
+  (the resource is rebuilt once per node there and shared by its processes, as
+  for `HRW.Ring`). Share it through
   `:persistent_term` or ETS.
 
   A skeleton built with a scorer that runs in Elixir (`%HRW{hash_fn: fun}` or a
@@ -23,7 +24,7 @@ defmodule HRW.Skeleton do
   scorer, like a list, so they stay exact but O(n).
   """
 
-  alias HRW.{Native, Overrides, Prepared}
+  alias HRW.{Native, Options, Overrides, Prepared}
 
   @enforce_keys [:nodes, :weights, :resource, :fingerprint, :cluster_size, :fanout, :scorer]
   defstruct @enforce_keys ++ [overrides: nil]
@@ -47,8 +48,8 @@ defmodule HRW.Skeleton do
   @doc false
   @spec build([term(), ...], keyword()) :: t()
   def build(nodes, opts) do
-    scorer = HRW.scorer(opts, "HRW.build/2", [:scorer, :fanout, :cluster_size, :overrides])
-    HRW.checked_nodes!(nodes)
+    scorer = Options.scorer!(opts, "HRW.build/2", [:scorer, :fanout, :cluster_size, :overrides])
+    _ = Options.nodes!(nodes)
     cluster_size = option(opts, :cluster_size, @default_cluster_size, 1)
     fanout = option(opts, :fanout, @default_fanout, 2)
 
@@ -123,42 +124,6 @@ defmodule HRW.Skeleton do
   """
   @spec size(t()) :: non_neg_integer()
   def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
-
-  @doc false
-  # Without overrides: the Elixir scorer's path, or the NIF boundary (`HRW.owner/3`
-  # goes there directly on its hot path).
-  @spec owner(t(), term()) :: term()
-  def owner(%__MODULE__{resource: nil, scorer: scorer, overrides: nil} = skeleton, key) do
-    HRW.Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
-  end
-
-  # Anything else in the resource field that the NIF cannot use is rebuilt there.
-  def owner(%__MODULE__{overrides: nil} = skeleton, key), do: Native.skeleton_owner(skeleton, key)
-
-  def owner(%__MODULE__{} = skeleton, key), do: other_owner(skeleton, key)
-
-  defp other_owner(%__MODULE__{overrides: overrides} = skeleton, key) do
-    case Overrides.owner(overrides, key) do
-      {:ok, node} -> node
-      :error -> owner(%{skeleton | overrides: nil}, key)
-    end
-  end
-
-  @doc false
-  @spec owners(t(), term(), non_neg_integer()) :: [term()]
-  def owners(%__MODULE__{overrides: nil} = skeleton, key, count),
-    do: own_owners(skeleton, key, count)
-
-  def owners(%__MODULE__{overrides: overrides} = skeleton, key, count) do
-    Overrides.owners(overrides, key, count, &own_owners(skeleton, key, &1))
-  end
-
-  defp own_owners(%__MODULE__{resource: nil, scorer: scorer} = skeleton, key, count) do
-    HRW.Compat.owners(key, Tuple.to_list(skeleton.nodes), count, scorer)
-  end
-
-  defp own_owners(%__MODULE__{} = skeleton, key, count),
-    do: Native.skeleton_owners(skeleton, key, count)
 
   defp option(opts, name, default, min) do
     case Keyword.get(opts, name, default) do

@@ -70,12 +70,13 @@ defmodule HRW.Weighted do
           "weighted nodes must be {node, weight} tuples, got: #{describe(entry)}"
   end
 
-  @max_weight 9_007_199_254_740_992
+  @doc false
+  # The one rule for a weight, the native paths' exactly: an integer or float in
+  # (0, 2^53]. `HRW.Cluster` checks `:weight_fn` results with it.
+  defguard is_weight(weight)
+           when is_number(weight) and weight > 0 and weight <= 9_007_199_254_740_992
 
-  # The native paths' rule, exactly: an integer or float in (0, 2^53].
-  defp checked_weight!(weight)
-       when is_number(weight) and weight > 0 and weight <= @max_weight,
-       do: weight
+  defp checked_weight!(weight) when is_weight(weight), do: weight
 
   defp checked_weight!(weight) when is_number(weight) and weight <= 0,
     do: raise(ArgumentError, "weight must be positive, got: #{HRW.brief(weight)}")

@@ -205,6 +205,54 @@ defmodule HRW.ClusterOverridesTest do
     assert HRW.Ring.overrides(HRW.Cluster.structure(name)) == %{"hot" => [a]}
   end
 
+  # Whether `pid` calls HRW.Skeleton.build/2 while `fun` runs (call tracing).
+  defp builds_in?(pid, fun) do
+    :erlang.trace_pattern({HRW.Skeleton, :build, 2}, true, [:global])
+    1 = :erlang.trace(pid, true, [:call])
+
+    try do
+      fun.()
+      ref = :erlang.trace_delivered(pid)
+      assert_receive {:trace_delivered, ^pid, ^ref}, 5_000
+    after
+      :erlang.trace(pid, false, [:call])
+      :erlang.trace_pattern({HRW.Skeleton, :build, 2}, false, [:global])
+    end
+
+    receive do
+      {:trace, ^pid, :call, {HRW.Skeleton, :build, _}} -> true
+    after
+      0 -> false
+    end
+  end
+
+  test "put_overrides builds in an evaluation process, never in the server" do
+    name = :ov_build_outside
+    pid = start_supervised!({HRW.Cluster, name: name})
+
+    refute builds_in?(pid, fn ->
+             :ok = HRW.Cluster.put_overrides(name, %{"hot" => @outsider})
+           end)
+
+    assert HRW.Cluster.owner(name, "hot") == @outsider
+
+    # The same check sees a build in the process that runs one.
+    me = self()
+
+    builder =
+      spawn(fn ->
+        receive(do: (:go -> send(me, {:built, HRW.build([:a])})))
+        receive(do: (:stop -> :ok))
+      end)
+
+    assert builds_in?(builder, fn ->
+             send(builder, :go)
+             assert_receive {:built, %HRW.Skeleton{}}, 5_000
+           end)
+
+    send(builder, :stop)
+  end
+
   test "put_overrides without members, bad overrides, and no server" do
     name = :hrw_overrides_empty
     start_supervised!({HRW.Cluster, name: name, deny: [~r/.*/], depth: 2})

@@ -347,7 +347,7 @@ defmodule HRW.ClusterTest do
           {[name: :x, structure: :ring, cluster_size: 8], ~r/cluster_size/},
           {[name: :x, poll_interval: 0], ~r/:poll_interval/},
           {[name: :x, bogus: 1], ~r/unknown options: \[:bogus\]/},
-          {[name: :x, debounce: 1, debounce: 2], ~r/more than once: \[:debounce\]/},
+          {[name: :x, debounce: 1, debounce: 2], ~r/duplicated options: \[:debounce\]/},
           {[name: :x, debounce: 2 ** 32], ~r/:debounce must be an integer in 0..4294967295/},
           {[name: :x, depth: 0], ~r/:depth must be an integer in 1..64, got: 0/},
           {[name: :x, depth: 65], ~r/:depth must be an integer in 1..64, got: 65/},

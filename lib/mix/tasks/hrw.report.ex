@@ -49,11 +49,11 @@ defmodule Mix.Tasks.Hrw.Report do
 
   defp report(key_count, sizes, out) do
     keys = Enum.map(1..key_count, &"key-#{&1}")
-    sample_owners()
+    _ = sample_owners()
     loads = load_section(keys, sizes)
     movement = movement_section(keys, sizes)
-    speed_section(sizes)
-    key_type_section()
+    _ = speed_section(sizes)
+    _ = key_type_section()
 
     File.mkdir_p!(out)
     path = Path.join(out, "report.svg")

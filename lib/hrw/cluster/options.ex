@@ -1,0 +1,209 @@
+defmodule HRW.Cluster.Options do
+  @moduledoc false
+  # The options of `HRW.Cluster` (its "Options" and "Names" sections): checked once,
+  # when the server starts or `child_spec/1` is built, into the server's settings;
+  # and the `back:` option of its lookups. The keyword-list check itself is
+  # `HRW.Options.check!/3`, the one every entry point uses.
+
+  @default_debounce 100
+  @default_callback_timeout 5_000
+  @max_ms 4_294_967_295
+  @max_depth 64
+  @prefix "HRW.Cluster:"
+  # The VM's limit on an atom's length (in code points), less the prefix's.
+  @max_name 255 - length(String.to_charlist(@prefix))
+
+  @options [
+    :name,
+    :structure,
+    :source,
+    :debounce,
+    :depth,
+    :allow,
+    :deny,
+    :weight_fn,
+    :cluster_size,
+    :poll_interval,
+    :callback_timeout,
+    :overrides
+  ]
+
+  @doc """
+  The server's settings from `opts` (see "Options" in `HRW.Cluster`), or
+  `ArgumentError` with a bounded message.
+  """
+  @spec config!(term()) :: map()
+  def config!(opts) do
+    HRW.Options.check!(opts, "HRW.Cluster", @options)
+
+    name = name!(opts)
+    structure = Keyword.get(opts, :structure, :skeleton)
+
+    unless structure in [:skeleton, :ring] do
+      raise ArgumentError,
+            "HRW.Cluster :structure must be :skeleton or :ring, got: #{HRW.brief(structure)}"
+    end
+
+    %{
+      name: name,
+      structure: structure,
+      build_opts: build_opts!(opts, structure),
+      source: source!(Keyword.get(opts, :source, :nodes)),
+      debounce: integer!(opts, :debounce, @default_debounce, 0, @max_ms),
+      depth: integer!(opts, :depth, 1, 1, @max_depth),
+      poll_interval: poll_interval!(opts),
+      callback_timeout: integer!(opts, :callback_timeout, @default_callback_timeout, 1, @max_ms),
+      allow: filter!(opts, :allow),
+      deny: filter!(opts, :deny),
+      weight_fn: weight_fn!(Keyword.get(opts, :weight_fn)),
+      overrides_option: HRW.Overrides.new!(Keyword.get(opts, :overrides), "HRW.Cluster", true)
+    }
+  end
+
+  defp name!(opts) do
+    case Keyword.fetch(opts, :name) do
+      {:ok, name} ->
+        if valid_name?(name) do
+          name
+        else
+          raise ArgumentError,
+                "HRW.Cluster :name must be an atom other than nil, true and false, " <>
+                  "at most #{@max_name} characters (code points) long, got: #{HRW.brief(name)}"
+        end
+
+      :error ->
+        raise ArgumentError, "HRW.Cluster requires a :name option"
+    end
+  end
+
+  defp build_opts!(opts, structure) do
+    case Keyword.fetch(opts, :cluster_size) do
+      :error ->
+        []
+
+      {:ok, _} when structure != :skeleton ->
+        raise ArgumentError, "HRW.Cluster :cluster_size applies to structure: :skeleton only"
+
+      {:ok, size} when is_integer(size) and size > 0 and size <= @max_ms ->
+        # Range checked by HRW.build/2 itself, on a throwaway skeleton, now rather
+        # than at the first change.
+        _ = HRW.build([:probe], cluster_size: size)
+        [cluster_size: size]
+
+      {:ok, other} ->
+        raise ArgumentError,
+              "HRW.Cluster :cluster_size must be a positive integer, got: #{HRW.brief(other)}"
+    end
+  end
+
+  defp source!(:nodes), do: :nodes
+  defp source!({:pg, scope, _group} = source) when is_atom(scope), do: source
+
+  defp source!(other) do
+    raise ArgumentError,
+          "HRW.Cluster :source must be :nodes or {:pg, scope, group}, got: #{HRW.brief(other)}"
+  end
+
+  defp integer!(opts, key, default, min, max) do
+    case Keyword.get(opts, key, default) do
+      value when is_integer(value) and value >= min and value <= max ->
+        value
+
+      other ->
+        raise ArgumentError,
+              "HRW.Cluster #{inspect(key)} must be an integer in #{min}..#{max}, " <>
+                "got: #{HRW.brief(other)}"
+    end
+  end
+
+  defp poll_interval!(opts) do
+    if Keyword.has_key?(opts, :poll_interval),
+      do: integer!(opts, :poll_interval, nil, 1, @max_ms),
+      else: nil
+  end
+
+  defp filter!(opts, key) do
+    case Keyword.get(opts, key) do
+      nil ->
+        nil
+
+      fun when is_function(fun, 1) ->
+        fun
+
+      regexes when is_list(regexes) ->
+        if Enum.all?(regexes, &regex?/1) do
+          # Kept as source and options, compiled where they are matched: since OTP
+          # 28 a compiled regex is a reference that only the VM that compiled it
+          # can run, and options may come from another node or a binary.
+          {:regexes, Enum.map(regexes, &{&1.source, &1.opts})}
+        else
+          raise ArgumentError, bad_filter(key, regexes)
+        end
+
+      other ->
+        raise ArgumentError, bad_filter(key, other)
+    end
+  end
+
+  defp regex?(%Regex{source: source} = regex) when is_binary(source) do
+    match?({:ok, _}, Regex.compile(source, regex.opts))
+  end
+
+  defp regex?(_other), do: false
+
+  defp bad_filter(key, value) do
+    "HRW.Cluster #{inspect(key)} must be a function of arity 1 or a list of regexes, " <>
+      "got: #{HRW.brief(value)}"
+  end
+
+  defp weight_fn!(nil), do: nil
+  defp weight_fn!(fun) when is_function(fun, 1), do: fun
+
+  defp weight_fn!(other) do
+    raise ArgumentError,
+          "HRW.Cluster :weight_fn must be a function of arity 1, got: #{HRW.brief(other)}"
+  end
+
+  @doc """
+  Whether `name` is a valid cluster name: an atom other than `nil`, `true` and
+  `false`, short enough for its server's name (see "Names" in `HRW.Cluster`).
+  """
+  @spec valid_name?(term()) :: boolean()
+  def valid_name?(name) do
+    is_atom(name) and name not in [nil, true, false] and
+      length(Atom.to_charlist(name)) <= @max_name
+  end
+
+  @doc "The server's registered name: `:\"HRW.Cluster:\" <> Atom.to_string(name)`."
+  @spec server_name(atom()) :: atom()
+  def server_name(name), do: String.to_atom(@prefix <> Atom.to_string(name))
+
+  @doc "The server's registered name if that atom exists (no atom is created)."
+  @spec existing_server_name(term()) :: atom() | nil
+  def existing_server_name(name) do
+    if valid_name?(name), do: String.to_existing_atom(@prefix <> Atom.to_string(name))
+  rescue
+    ArgumentError -> nil
+  end
+
+  @doc "The `back:` of a lookup's options, checked against the history's depth."
+  @spec back!(term(), pos_integer(), atom()) :: non_neg_integer()
+  def back!([back: back], depth, _name) when is_integer(back) and back >= 0 and back < depth,
+    do: back
+
+  def back!([back: back], depth, name) when is_integer(back) and back >= 0 do
+    raise ArgumentError,
+          "back: #{HRW.brief(back)} is beyond the history of HRW.Cluster #{HRW.brief(name)}, " <>
+            "which keeps #{depth} #{if depth == 1, do: "generation", else: "generations"} " <>
+            "(depth: #{depth})"
+  end
+
+  def back!([back: back], _depth, _name) do
+    raise ArgumentError, "back must be a non-negative integer, got: #{HRW.brief(back)}"
+  end
+
+  def back!(opts, _depth, _name) do
+    raise ArgumentError,
+          "HRW.Cluster lookups take only the option :back, got: #{HRW.brief(opts)}"
+  end
+end
