@@ -262,7 +262,19 @@ defmodule HRW.ClusterRobustnessTest do
   test "a restarted server whose first evaluation fails keeps the entry and retries" do
     name = :rb_restart_failing
     fail = :atomics.new(1, [])
-    weight_fn = fn _node -> if :atomics.get(fail, 1) == 1, do: raise("down"), else: 1 end
+    test = self()
+
+    # Says when it raises, so the test waits for the failing evaluation itself
+    # rather than for a time.
+    weight_fn = fn _node ->
+      if :atomics.get(fail, 1) == 1 do
+        send(test, :weight_fn_raised)
+        raise("down")
+      end
+
+      1
+    end
+
     opts = [name: name, debounce: @debounce, weight_fn: weight_fn]
     {_pa, a} = start_peer(:a)
     first = start_supervised!({HRW.Cluster, opts})
@@ -279,6 +291,7 @@ defmodule HRW.ClusterRobustnessTest do
           "a restarted server"
         )
 
+        assert_receive :weight_fn_raised, 15_000
         assert HRW.Cluster.members(name) == Enum.sort([node(), a])
         :atomics.put(fail, 1, 0)
         {_pb, b} = start_peer(:b)

@@ -190,19 +190,20 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
     pid =
       spawn(fn ->
         accept = fn accept ->
-          {:ok, socket} = :gen_tcp.accept(listen)
+          # The listening socket closes when the test that owns it ends: then stop.
+          with {:ok, socket} <- :gen_tcp.accept(listen) do
+            # A client may open a connection and close it unused.
+            case :gen_tcp.recv(socket, 0) do
+              {:ok, _request} ->
+                send(parent, {:tcp_request, self()})
+                reply.(socket)
 
-          # A client may open a connection and close it unused.
-          case :gen_tcp.recv(socket, 0) do
-            {:ok, _request} ->
-              send(parent, {:tcp_request, self()})
-              reply.(socket)
+              {:error, _} ->
+                :gen_tcp.close(socket)
+            end
 
-            {:error, _} ->
-              :gen_tcp.close(socket)
+            accept.(accept)
           end
-
-          accept.(accept)
         end
 
         accept.(accept)
