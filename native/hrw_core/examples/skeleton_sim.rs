@@ -14,25 +14,15 @@
 //! keys whose owner changes when one random node joins or leaves, times N (mean and
 //! max over a few trials; flat HRW would give 1.0). Then a weighted table.
 //!
-//! `--v2` compares, in one run, this skeleton with issue 13's candidate (module
+//! `--v2` compares, in one run, this skeleton with a candidate design (module
 //! `radix` below; not part of the library) on three namings; see `compare_v2`.
 
+mod common;
+
+use common::{median, splitmix};
 use hrw_core::skeleton::{Skeleton, DEFAULT_LEAF_SIZE};
 use std::hint::black_box;
 use std::time::Instant;
-
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 fn chi_square(counts: &[u64], keys: u64) -> f64 {
     let expected = keys as f64 / counts.len() as f64;
@@ -258,7 +248,7 @@ fn main() {
     }
 }
 
-/// The candidate of issue 13, measured here and **not adopted** (see `compare_v2`):
+/// A candidate design, measured here and **not adopted** (see `compare_v2`):
 /// an aligned radix-16 trie over the routing key `n3::prep(id)`, path-compressed,
 /// leaves of at most 16 nodes scanned with N3, where each internal node picks its
 /// child by weighted rendezvous among the children (weight = the child's node count:
