@@ -24,6 +24,17 @@ use hrw_core::skeleton::{Skeleton, DEFAULT_LEAF_SIZE};
 use std::hint::black_box;
 use std::time::Instant;
 
+/// ns per `owner()` of `batch` independent lookups of keys from `key` on.
+fn throughput_ns(sk: &Skeleton, key: u64, batch: u64) -> f64 {
+    let t = Instant::now();
+    let mut acc = 0usize;
+    for i in 0..batch {
+        acc = acc.wrapping_add(sk.owner(key.wrapping_add(i.wrapping_mul(0x9e37_79b9))));
+    }
+    black_box(acc);
+    t.elapsed().as_secs_f64() * 1e9 / batch as f64
+}
+
 fn chi_square(counts: &[u64], keys: u64) -> f64 {
     let expected = keys as f64 / counts.len() as f64;
     counts
@@ -62,13 +73,7 @@ fn run(n: usize, leaf: usize, rng: &mut u64) {
     let mut lat = Vec::new();
     let mut key = splitmix(rng);
     for _ in 0..41 {
-        let t = Instant::now();
-        let mut acc = 0usize;
-        for i in 0..batch {
-            acc = acc.wrapping_add(sk.owner(key.wrapping_add(i.wrapping_mul(0x9e37_79b9))));
-        }
-        black_box(acc);
-        thr.push(t.elapsed().as_secs_f64() * 1e9 / batch as f64);
+        thr.push(throughput_ns(&sk, key, batch));
         key = key.wrapping_add(batch << 32);
         // Latency: the next key depends on the previous owner.
         let t = Instant::now();
@@ -142,13 +147,7 @@ fn run_weighted(n: usize, leaf: usize, rng: &mut u64) {
     let mut thr = Vec::new();
     let mut key = splitmix(rng);
     for _ in 0..41 {
-        let t = Instant::now();
-        let mut acc = 0usize;
-        for i in 0..batch {
-            acc = acc.wrapping_add(sk.owner(key.wrapping_add(i.wrapping_mul(0x9e37_79b9))));
-        }
-        black_box(acc);
-        thr.push(t.elapsed().as_secs_f64() * 1e9 / batch as f64);
+        thr.push(throughput_ns(&sk, key, batch));
         key = key.wrapping_add(batch << 32);
     }
     let keys = ((100 * n) as u64).clamp(1_000_000, 10_000_000);

@@ -55,6 +55,21 @@ fn chi_bound(n: usize) -> f64 {
     df + 8.0 * (2.0 * df).sqrt()
 }
 
+/// Asserts that the owners of `keys` in `sk` pass the balance suite's chi-square
+/// bound (printing the figure, named by `label`).
+fn assert_fair(sk: &Skeleton, keys: impl IntoIterator<Item = u64>, label: &str) {
+    let mut counts = vec![0u64; sk.len()];
+    let mut total = 0u64;
+    for key in keys {
+        counts[sk.owner(key)] += 1;
+        total += 1;
+    }
+    let e = vec![total as f64 / sk.len() as f64; sk.len()];
+    let chi = chi_square(&counts, &e);
+    println!("{label}: chi2 {chi:.0} (bound {:.0})", chi_bound(sk.len()));
+    assert!(chi <= chi_bound(sk.len()), "{label}: chi2 {chi}");
+}
+
 /// Owner ids of keys `base..base + keys`.
 fn owner_ids(sk: &Skeleton, nodes: &[(u64, f64)], base: u64, keys: u64) -> Vec<u64> {
     (base..base + keys).map(|k| nodes[sk.owner(k)].0).collect()
@@ -196,17 +211,7 @@ fn fair_over_1000_nodes() {
             ("sequential", (0..100_000u64).collect::<Vec<_>>()),
             ("i<<32", (0..100_000u64).map(|i| i << 32).collect()),
         ] {
-            let mut counts = vec![0u64; nodes.len()];
-            for &key in &keys {
-                counts[sk.owner(key)] += 1;
-            }
-            let e = vec![keys.len() as f64 / nodes.len() as f64; nodes.len()];
-            let chi = chi_square(&counts, &e);
-            println!(
-                "1000 {name} ids, {kname} keys: chi2 {chi:.0} (bound {:.0})",
-                chi_bound(1000)
-            );
-            assert!(chi <= chi_bound(1000), "{name}/{kname}: chi2 {chi}");
+            assert_fair(&sk, keys, &format!("1000 {name} ids, {kname} keys"));
         }
     }
 }
@@ -215,18 +220,8 @@ fn fair_over_1000_nodes() {
 fn fair_over_10000_nodes() {
     for (name, nodes) in namings(10_000) {
         let sk = Skeleton::build(&nodes, DEFAULT_LEAF_SIZE);
-        let keys = 200_000u64;
-        let mut counts = vec![0u64; nodes.len()];
-        for key in 0..keys {
-            counts[sk.owner(key.wrapping_mul(0x9e37_79b9))] += 1;
-        }
-        let e = vec![keys as f64 / nodes.len() as f64; nodes.len()];
-        let chi = chi_square(&counts, &e);
-        println!(
-            "10000 {name} ids: chi2 {chi:.0} (bound {:.0})",
-            chi_bound(10_000)
-        );
-        assert!(chi <= chi_bound(10_000), "{name}: chi2 {chi}");
+        let keys = (0..200_000u64).map(|key| key.wrapping_mul(0x9e37_79b9));
+        assert_fair(&sk, keys, &format!("10000 {name} ids"));
     }
 }
 

@@ -2,6 +2,14 @@
 
 use super::*;
 
+/// Nodes `i * 77 + 5` weighing `ws[i]`.
+fn nodes_weighing(ws: &[f64]) -> Vec<(u64, f64)> {
+    ws.iter()
+        .enumerate()
+        .map(|(i, &w)| (i as u64 * 77 + 5, w))
+        .collect()
+}
+
 fn weight_shares(nodes: &[(u64, f64)], leaf: usize, keys: u64) -> Vec<f64> {
     let sk = Skeleton::build(nodes, leaf);
     let mut counts = vec![0u64; nodes.len()];
@@ -15,11 +23,7 @@ fn assert_weighted_shares(keys: u64, tolerance: f64) {
     let ws = [1.0, 2.0, 3.0, 10.0];
     let total: f64 = ws.iter().sum();
     // Four nodes in leaves of one node: every decision is a coin.
-    let nodes: Vec<(u64, f64)> = ws
-        .iter()
-        .enumerate()
-        .map(|(i, &w)| (i as u64 * 77 + 5, w))
-        .collect();
+    let nodes = nodes_weighing(&ws);
     for leaf in [1, 16] {
         let shares = weight_shares(&nodes, leaf, keys);
         for (i, &w) in ws.iter().enumerate() {
@@ -200,11 +204,7 @@ fn weighted_shares_hold_across_the_range() {
     // 1M keys, each set's shares within 1% of w/Σw, in leaves of 1 (coins
     // only) and 16 (one leaf), and on the ring.
     for ws in weighted::tests::share_sets() {
-        let nodes: Vec<(u64, f64)> = ws
-            .iter()
-            .enumerate()
-            .map(|(i, &w)| (i as u64 * 77 + 5, w))
-            .collect();
+        let nodes = nodes_weighing(&ws);
         for leaf in [1, 16] {
             let sk = Skeleton::build(&nodes, leaf);
             weighted::tests::assert_shares(&ws, |k| sk.owner(k), 1_000_000, &format!("{ws:?}"));
