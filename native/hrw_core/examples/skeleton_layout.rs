@@ -15,8 +15,8 @@
 
 mod common;
 
-use common::{median, splitmix};
-use hrw_core::skeleton::{Skeleton, DEFAULT_LEAF_SIZE};
+use common::{median, splitmix, timed_build};
+use hrw_core::skeleton::DEFAULT_LEAF_SIZE;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -30,15 +30,7 @@ struct Row {
 
 fn run(n: usize, rng: &mut u64) -> Row {
     let nodes: Vec<(u64, f64)> = (0..n).map(|_| (splitmix(rng), 1.0)).collect();
-    let builds = if n >= 1_000_000 { 3 } else { 9 };
-    let mut times = Vec::new();
-    let mut sk = Skeleton::build(&nodes, DEFAULT_LEAF_SIZE);
-    for _ in 0..builds {
-        let t = Instant::now();
-        sk = black_box(Skeleton::build(black_box(&nodes), DEFAULT_LEAF_SIZE));
-        times.push(t.elapsed().as_secs_f64());
-    }
-    let build_ms = median(times) * 1e3;
+    let (sk, build_ms) = timed_build(&nodes, DEFAULT_LEAF_SIZE);
 
     const BATCH: usize = 8192;
     let mut keys = vec![0u64; BATCH];

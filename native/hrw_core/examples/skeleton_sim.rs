@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{median, splitmix};
+use common::{median, splitmix, timed_build};
 use hrw_core::skeleton::{Skeleton, DEFAULT_LEAF_SIZE};
 use std::hint::black_box;
 use std::time::Instant;
@@ -57,15 +57,7 @@ fn moved(a: &[u64], b: &[u64]) -> f64 {
 fn run(n: usize, leaf: usize, rng: &mut u64) {
     let nodes: Vec<(u64, f64)> = (0..n).map(|_| (splitmix(rng), 1.0)).collect();
 
-    let builds = if n >= 1_000_000 { 3 } else { 9 };
-    let mut times = Vec::new();
-    let mut sk = Skeleton::build(&nodes, leaf);
-    for _ in 0..builds {
-        let t = Instant::now();
-        sk = black_box(Skeleton::build(black_box(&nodes), leaf));
-        times.push(t.elapsed().as_secs_f64());
-    }
-    let build_ms = median(times) * 1e3;
+    let (sk, build_ms) = timed_build(&nodes, leaf);
 
     // Throughput: independent lookups of varying keys.
     let batch = 4096u64;
