@@ -75,8 +75,8 @@ pub fn report_timeslice(env: Env, budget: &Budget) {
 }
 
 /// Work allowed before a normal-scheduler call gives up and asks for a dirty one.
-/// Units are rough nanoseconds of warm work on the reference machine (README,
-/// "Scheduling"); dirty calls are unlimited.
+/// Units are rough nanoseconds of warm work on the reference machine (defined in
+/// `hrw_core::work`); dirty calls are unlimited.
 pub struct Budget {
     remaining: u64,
     limited: bool,
