@@ -6,6 +6,9 @@
 //! Each figure is the median of 5 passes over the keys; compare it with the same
 //! call from Elixir to see what the NIF boundary and the term walk add.
 
+mod common;
+
+use common::median;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -17,7 +20,7 @@ const SIZES: [usize; 4] = [10, 16, 10_000, 1_000_000];
 const PASSES: usize = 5;
 
 fn median_ns(keys: &[u64], rounds: usize, mut lookup: impl FnMut(u64) -> usize) -> f64 {
-    let mut times: Vec<f64> = (0..PASSES)
+    let times: Vec<f64> = (0..PASSES)
         .map(|_| {
             let start = Instant::now();
             for _ in 0..rounds {
@@ -28,8 +31,7 @@ fn median_ns(keys: &[u64], rounds: usize, mut lookup: impl FnMut(u64) -> usize) 
             start.elapsed().as_nanos() as f64 / (rounds * keys.len()) as f64
         })
         .collect();
-    times.sort_by(f64::total_cmp);
-    times[PASSES / 2]
+    median(times)
 }
 
 fn main() {

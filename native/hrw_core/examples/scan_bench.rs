@@ -4,6 +4,9 @@
 //! Each cell is the median of several repetitions; every repetition scans the same
 //! node set with a rotating set of keys.
 
+mod common;
+
+use common::splitmix;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -15,14 +18,6 @@ const REPS: usize = 11;
 const KEYS: usize = 256;
 /// Nodes scanned per repetition (rounded up to whole calls).
 const NODES_PER_REP: usize = 4_000_000;
-
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 /// One timed repetition: ns/node of `backend` over `prepared`, cycling through `keys`.
 fn time_once(backend: Backend, prepared: &[u64], keys: &[u64]) -> f64 {
@@ -64,7 +59,7 @@ fn main() {
     let backends = Backend::available();
     let mut state = 0x5eed;
     let keys: Vec<u64> = (0..KEYS)
-        .map(|_| n3::prepared_key(splitmix64(&mut state)))
+        .map(|_| n3::prepared_key(splitmix(&mut state)))
         .collect();
 
     println!(
@@ -78,7 +73,7 @@ fn main() {
     println!("   (ns/node, median of {REPS})");
 
     for n in SIZES {
-        let prepared: Vec<u64> = (0..n).map(|_| n3::linear(splitmix64(&mut state))).collect();
+        let prepared: Vec<u64> = (0..n).map(|_| n3::linear(splitmix(&mut state))).collect();
         // Every backend must agree before its time counts.
         for &tk in &keys[..16] {
             let expected = Backend::Portable.argmax(&prepared, tk);

@@ -1,4 +1,4 @@
-//! Skeleton lookup cost against node count (issue 12: a 1M-node lookup within 2x a
+//! Skeleton lookup cost against node count (the aim: a 1M-node lookup within 2x a
 //! 10k-node one), and the build time that the layout must not inflate.
 //!
 //! ```text
@@ -13,22 +13,12 @@
 //! throughput. The last column is the throughput relative to the 10k-node figure of
 //! the same run (when 10k is among the sizes).
 
-use hrw_core::skeleton::{Skeleton, DEFAULT_LEAF_SIZE};
+mod common;
+
+use common::{median, splitmix, timed_build};
+use hrw_core::skeleton::DEFAULT_LEAF_SIZE;
 use std::hint::black_box;
 use std::time::Instant;
-
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
 
 struct Row {
     n: usize,
@@ -40,15 +30,7 @@ struct Row {
 
 fn run(n: usize, rng: &mut u64) -> Row {
     let nodes: Vec<(u64, f64)> = (0..n).map(|_| (splitmix(rng), 1.0)).collect();
-    let builds = if n >= 1_000_000 { 3 } else { 9 };
-    let mut times = Vec::new();
-    let mut sk = Skeleton::build(&nodes, DEFAULT_LEAF_SIZE);
-    for _ in 0..builds {
-        let t = Instant::now();
-        sk = black_box(Skeleton::build(black_box(&nodes), DEFAULT_LEAF_SIZE));
-        times.push(t.elapsed().as_secs_f64());
-    }
-    let build_ms = median(times) * 1e3;
+    let (sk, build_ms) = timed_build(&nodes, DEFAULT_LEAF_SIZE);
 
     const BATCH: usize = 8192;
     let mut keys = vec![0u64; BATCH];

@@ -14,24 +14,25 @@
 //! keys whose owner changes when one random node joins or leaves, times N (mean and
 //! max over a few trials; flat HRW would give 1.0). Then a weighted table.
 //!
-//! `--v2` compares, in one run, this skeleton with issue 13's candidate (module
+//! `--v2` compares, in one run, this skeleton with a candidate design (module
 //! `radix` below; not part of the library) on three namings; see `compare_v2`.
 
+mod common;
+
+use common::{median, splitmix, timed_build};
 use hrw_core::skeleton::{Skeleton, DEFAULT_LEAF_SIZE};
 use std::hint::black_box;
 use std::time::Instant;
 
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+/// ns per `owner()` of `batch` independent lookups of keys from `key` on.
+fn throughput_ns(sk: &Skeleton, key: u64, batch: u64) -> f64 {
+    let t = Instant::now();
+    let mut acc = 0usize;
+    for i in 0..batch {
+        acc = acc.wrapping_add(sk.owner(key.wrapping_add(i.wrapping_mul(0x9e37_79b9))));
+    }
+    black_box(acc);
+    t.elapsed().as_secs_f64() * 1e9 / batch as f64
 }
 
 fn chi_square(counts: &[u64], keys: u64) -> f64 {
@@ -56,15 +57,7 @@ fn moved(a: &[u64], b: &[u64]) -> f64 {
 fn run(n: usize, leaf: usize, rng: &mut u64) {
     let nodes: Vec<(u64, f64)> = (0..n).map(|_| (splitmix(rng), 1.0)).collect();
 
-    let builds = if n >= 1_000_000 { 3 } else { 9 };
-    let mut times = Vec::new();
-    let mut sk = Skeleton::build(&nodes, leaf);
-    for _ in 0..builds {
-        let t = Instant::now();
-        sk = black_box(Skeleton::build(black_box(&nodes), leaf));
-        times.push(t.elapsed().as_secs_f64());
-    }
-    let build_ms = median(times) * 1e3;
+    let (sk, build_ms) = timed_build(&nodes, leaf);
 
     // Throughput: independent lookups of varying keys.
     let batch = 4096u64;
@@ -72,13 +65,7 @@ fn run(n: usize, leaf: usize, rng: &mut u64) {
     let mut lat = Vec::new();
     let mut key = splitmix(rng);
     for _ in 0..41 {
-        let t = Instant::now();
-        let mut acc = 0usize;
-        for i in 0..batch {
-            acc = acc.wrapping_add(sk.owner(key.wrapping_add(i.wrapping_mul(0x9e37_79b9))));
-        }
-        black_box(acc);
-        thr.push(t.elapsed().as_secs_f64() * 1e9 / batch as f64);
+        thr.push(throughput_ns(&sk, key, batch));
         key = key.wrapping_add(batch << 32);
         // Latency: the next key depends on the previous owner.
         let t = Instant::now();
@@ -152,13 +139,7 @@ fn run_weighted(n: usize, leaf: usize, rng: &mut u64) {
     let mut thr = Vec::new();
     let mut key = splitmix(rng);
     for _ in 0..41 {
-        let t = Instant::now();
-        let mut acc = 0usize;
-        for i in 0..batch {
-            acc = acc.wrapping_add(sk.owner(key.wrapping_add(i.wrapping_mul(0x9e37_79b9))));
-        }
-        black_box(acc);
-        thr.push(t.elapsed().as_secs_f64() * 1e9 / batch as f64);
+        thr.push(throughput_ns(&sk, key, batch));
         key = key.wrapping_add(batch << 32);
     }
     let keys = ((100 * n) as u64).clamp(1_000_000, 10_000_000);
@@ -258,7 +239,7 @@ fn main() {
     }
 }
 
-/// The candidate of issue 13, measured here and **not adopted** (see `compare_v2`):
+/// A candidate design, measured here and **not adopted** (see `compare_v2`):
 /// an aligned radix-16 trie over the routing key `n3::prep(id)`, path-compressed,
 /// leaves of at most 16 nodes scanned with N3, where each internal node picks its
 /// child by weighted rendezvous among the children (weight = the child's node count:

@@ -8,11 +8,11 @@
 
 use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
 use crate::nodeset;
-use crate::ring::{self, RingResource};
-use crate::skeleton::{self, SkeletonResource};
+use crate::prepared::{resource, Lookup};
 use crate::term_id::{term_id_in, Probes};
 use crate::tuple_view::TupleView;
 use hrw_core::ring::Ring;
+use hrw_core::skeleton::Skeleton;
 use hrw_core::work;
 use rayon::prelude::*;
 use rustler::sys::{enif_make_list_from_array, ErlNifTerm};
@@ -23,8 +23,11 @@ mod atoms {
     rustler::atoms! { ring, skeleton, list }
 }
 
-/// Below this many keys a parallel split costs more than it saves (measured; see
-/// README "Batches").
+/// Below this many keys a batch is not split over the pool: a split pays a task
+/// hand-off and thread wake-ups (microseconds) that a few thousand lookups of tens
+/// of ns each do not earn back. `HRW.owner_batch/3`'s documentation (lib/hrw.ex)
+/// states this figure; the measurement it was chosen by is not recorded (it came
+/// with the first batch code, commit 6b12bd4).
 const PARALLEL_MIN_KEYS: usize = 20_000;
 /// Keys per rayon task.
 const PARALLEL_CHUNK: usize = 4_096;
@@ -34,52 +37,18 @@ const PARALLEL_CHUNK: usize = 4_096;
 const COST_PER_KEY: u64 = 8 * work::ELEMENT;
 
 /// What a key is looked up in: pure Rust, shared by the pool's threads.
-enum Lookup<'a> {
-    Ring(&'a RingResource),
-    Skeleton(&'a SkeletonResource),
+enum Structure<'a> {
+    /// An `HRW.Ring` or `HRW.Skeleton`, borrowed from its resource.
+    Prepared(&'a dyn Lookup),
     /// A plain node list, prepared for this call only.
     List(Ring),
 }
 
-impl Lookup<'_> {
-    #[inline]
-    fn owner(&self, key: u64) -> usize {
+impl Structure<'_> {
+    fn lookup(&self) -> &dyn Lookup {
         match self {
-            Lookup::Ring(r) => r.0.owner(key).unwrap_or(0),
-            Lookup::Skeleton(s) => s.0.owner(key),
-            Lookup::List(r) => r.owner(key).unwrap_or(0),
-        }
-    }
-
-    /// `out[i] = owner(keys[i])`: a skeleton looks many keys up at once (its
-    /// descents overlap their cache misses); the others one key at a time.
-    #[inline]
-    fn owners_of(&self, keys: &[u64], out: &mut [u32]) {
-        match self {
-            Lookup::Skeleton(s) => s.0.owners_of(keys, out),
-            other => {
-                for (o, k) in out.iter_mut().zip(keys) {
-                    *o = other.owner(*k) as u32;
-                }
-            }
-        }
-    }
-
-    /// Number of distinct nodes the lookup answers indices into.
-    fn len(&self) -> usize {
-        match self {
-            Lookup::Ring(r) => r.0.len(),
-            Lookup::Skeleton(s) => s.0.len(),
-            Lookup::List(r) => r.len(),
-        }
-    }
-
-    /// Work units of one lookup, an upper bound.
-    fn cost_per_key(&self) -> u64 {
-        match self {
-            Lookup::Ring(r) => r.0.owner_cost(),
-            Lookup::Skeleton(s) => s.0.owner_cost(),
-            Lookup::List(r) => r.owner_cost(),
+            Structure::Prepared(p) => *p,
+            Structure::List(r) => r,
         }
     }
 }
@@ -113,7 +82,7 @@ impl<'a> Nodes<'a> {
 /// A decoded target: `{:ring, resource, nodes}`, `{:skeleton, resource, nodes}` or
 /// `{:list, nodes, weighted?}` (built by `HRW.Native`).
 struct Target<'a> {
-    lookup: Lookup<'a>,
+    structure: Structure<'a>,
     nodes: Nodes<'a>,
 }
 
@@ -121,26 +90,28 @@ fn target<'a>(term: Term<'a>, budget: &mut Budget) -> Outcome<Target<'a>> {
     let fields = TupleView::of(term).filter(|t| t.len() == 3);
     let field = |i: usize| fields.and_then(|t| t.get(i));
     let kind = field(0).and_then(|f| f.decode::<Atom>().ok());
-    let nodes_tuple = |what: &str| match field(2).and_then(TupleView::of) {
-        Some(t) => Ok(Nodes::Tuple(t)),
-        None => bad_arg(format!("corrupt {what} nodes")),
+    let prepared = |lookup: &'a dyn Lookup, what: &str| -> Outcome<Target<'a>> {
+        let nodes = match field(2).and_then(TupleView::of) {
+            Some(t) => Nodes::Tuple(t),
+            None => return bad_arg(format!("corrupt {what} nodes")),
+        };
+        Ok(Target {
+            structure: Structure::Prepared(lookup),
+            nodes,
+        })
     };
     let target = match (kind, field(1)) {
-        (Some(k), Some(resource)) if k == atoms::ring() => Target {
-            lookup: Lookup::Ring(ring::resource(resource)?),
-            nodes: nodes_tuple("ring")?,
-        },
-        (Some(k), Some(resource)) if k == atoms::skeleton() => Target {
-            lookup: Lookup::Skeleton(skeleton::resource(resource)?),
-            nodes: nodes_tuple("skeleton")?,
-        },
+        (Some(k), Some(r)) if k == atoms::ring() => prepared(resource::<Ring>(r)?, "ring")?,
+        (Some(k), Some(r)) if k == atoms::skeleton() => {
+            prepared(resource::<Skeleton>(r)?, "skeleton")?
+        }
         (Some(k), Some(nodes)) if k == atoms::list() => {
             let weighted = field(2).and_then(|w| w.decode().ok()).unwrap_or(false);
             let set = nodeset::decode(nodes, weighted, budget)?;
             budget.charge(Ring::build_cost(set.nodes.len()))?;
             let ids = set.nodes.iter().map(|n| n.0).collect();
             Target {
-                lookup: Lookup::List(Ring::new(&set.nodes)),
+                structure: Structure::List(Ring::new(&set.nodes)),
                 nodes: Nodes::Decoded(set.terms, ids),
             }
         }
@@ -148,7 +119,7 @@ fn target<'a>(term: Term<'a>, budget: &mut Budget) -> Outcome<Target<'a>> {
     };
     // Owner indices come from the resource and index the struct's node tuple: a
     // struct whose fields were changed by hand could send them out of bounds.
-    if target.nodes.len() != target.lookup.len() {
+    if target.nodes.len() != target.structure.lookup().len() {
         return bad_arg("the HRW.Ring or HRW.Skeleton struct's nodes do not match its resource");
     }
     Ok(target)
@@ -203,10 +174,10 @@ fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
 }
 
 /// Phase 2: every key's owner index in each lookup (its cost was charged per key).
-fn owner_indices(ids: &[u64], lookups: &[&Lookup<'_>], threads: usize) -> Vec<Vec<u32>> {
+fn owner_indices(ids: &[u64], lookups: &[&dyn Lookup], threads: usize) -> Vec<Vec<u32>> {
     work::count(work::ELEMENT * (ids.len() * lookups.len()) as u64);
     let parallel = threads > 1 && ids.len() >= PARALLEL_MIN_KEYS;
-    let all = |lookup: &&Lookup<'_>| {
+    let all = |lookup: &&dyn Lookup| {
         let mut out = vec![0u32; ids.len()];
         match pool(threads).filter(|_| parallel) {
             Some(pool) => pool.install(|| {
@@ -314,10 +285,10 @@ fn run<'a>(
         .map(|t| target(*t, budget))
         .collect::<Outcome<Vec<_>>>()?;
     // Per target: the lookup and its owner index.
-    let per_target = |t: &Target| t.lookup.cost_per_key() + work::ELEMENT;
+    let per_target = |t: &Target| t.structure.lookup().owner_cost() + work::ELEMENT;
     let per_key: u64 = COST_PER_KEY + targets.iter().map(per_target).sum::<u64>();
     let (keys, ids) = walk_keys(keys, per_key, keep_terms, budget)?;
-    let lookups: Vec<&Lookup<'_>> = targets.iter().map(|t| &t.lookup).collect();
+    let lookups: Vec<&dyn Lookup> = targets.iter().map(|t| t.structure.lookup()).collect();
     let owners = owner_indices(&ids, &lookups, threads);
     Ok(Batch {
         keys,

@@ -75,8 +75,8 @@ pub fn report_timeslice(env: Env, budget: &Budget) {
 }
 
 /// Work allowed before a normal-scheduler call gives up and asks for a dirty one.
-/// Units are rough nanoseconds of warm work on the reference machine (README,
-/// "Scheduling"); dirty calls are unlimited.
+/// Units are rough nanoseconds of warm work on the reference machine (defined in
+/// `hrw_core::work`); dirty calls are unlimited.
 pub struct Budget {
     remaining: u64,
     limited: bool,
@@ -166,13 +166,13 @@ pub fn probe_report<'a, T>(env: Env<'a>, outcome: Outcome<T>) -> Term<'a> {
 /// here costs ~12 ns instead of ~25 (measured: an empty NIF each way). Errors and
 /// panics are turned into exceptions by rustler's own runtime, as for its NIFs.
 macro_rules! raw_nif {
-    ($name:ident, env => $f:ident($($arg:ident),*)) => {
-        $crate::failure::raw_nif!(@nif $name, env, [env,] $f($($arg),*));
+    ($name:ident, env => $f:ident $(::<$g:ty>)? ($($arg:ident),*)) => {
+        $crate::failure::raw_nif!(@nif $name, env, [env,] $f $(::<$g>)? ($($arg),*));
     };
-    ($name:ident, $f:ident($($arg:ident),*)) => {
-        $crate::failure::raw_nif!(@nif $name, env, [] $f($($arg),*));
+    ($name:ident, $f:ident $(::<$g:ty>)? ($($arg:ident),*)) => {
+        $crate::failure::raw_nif!(@nif $name, env, [] $f $(::<$g>)? ($($arg),*));
     };
-    (@nif $name:ident, $env:ident, [$($pass:ident,)?] $f:ident($($arg:ident),*)) => {
+    (@nif $name:ident, $env:ident, [$($pass:ident,)?] $f:ident $(::<$g:ty>)? ($($arg:ident),*)) => {
         rustler::codegen_runtime::inventory::submit!(rustler::Nif {
             name: concat!(stringify!($name), "\0").as_ptr() as *const rustler::codegen_runtime::c_char,
             arity: [$(stringify!($arg)),*].len() as rustler::codegen_runtime::c_uint,
@@ -201,7 +201,7 @@ macro_rules! raw_nif {
                             };
                         )*
                         let mut budget = $crate::failure::Budget::normal();
-                        let outcome = $f($($pass,)? $($arg,)* &mut budget);
+                        let outcome = $f $(::<$g>)? ($($pass,)? $($arg,)* &mut budget);
                         $crate::failure::report_timeslice($env, &budget);
                         Ok::<_, rustler::Error>(outcome?)
                     });
@@ -216,7 +216,7 @@ macro_rules! raw_nif {
 pub(crate) use raw_nif;
 
 /// Declares a NIF on a normal scheduler and its `_dirty` twin on a dirty CPU
-/// scheduler, both calling `f(args..., budget)` with the matching [`Budget`]; with
+/// scheduler, both calling `f(args..., budget)` (or `f::<T>(...)`) with the matching [`Budget`]; with
 /// the feature `work-probes` (test builds) also a `_probe` NIF that runs the
 /// normal-scheduler version and reports, instead of its result, how it ended and
 /// the work it charged and counted (see `probe_report`).
@@ -224,56 +224,56 @@ pub(crate) use raw_nif;
 /// attribute does not accept the grouped `ty` fragments of `macro_rules`.)
 macro_rules! twin_nifs {
     // With the env first: written here, since rustler re-creates that parameter.
-    ($normal:ident, $dirty:ident, $probe:ident => $f:ident(env $(, $arg:ident)*),
+    ($normal:ident, $dirty:ident, $probe:ident => $f:ident $(::<$g:ty>)? (env $(, $arg:ident)*),
      <$lt:lifetime>($($params:tt)*) -> [$($ret:tt)+]) => {
-        $crate::failure::raw_nif!($normal, env => $f($($arg),*));
+        $crate::failure::raw_nif!($normal, env => $f $(::<$g>)? ($($arg),*));
 
         #[rustler::nif(schedule = "DirtyCpu")]
         fn $dirty<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::NifResult<$($ret)+> {
-            Ok($f(env, $($arg,)* &mut $crate::failure::Budget::dirty())?)
+            Ok($f $(::<$g>)? (env, $($arg,)* &mut $crate::failure::Budget::dirty())?)
         }
 
         #[cfg(feature = "work-probes")]
         #[rustler::nif]
         fn $probe<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::Term<$lt> {
             let _ = hrw_core::work::take();
-            let outcome = $f(env, $($arg,)* &mut $crate::failure::Budget::normal());
+            let outcome = $f $(::<$g>)? (env, $($arg,)* &mut $crate::failure::Budget::normal());
             $crate::failure::probe_report(env, outcome)
         }
     };
     // Without the env, with a lifetime.
-    ($normal:ident, $dirty:ident, $probe:ident => $f:ident($($arg:ident),*),
+    ($normal:ident, $dirty:ident, $probe:ident => $f:ident $(::<$g:ty>)? ($($arg:ident),*),
      <$lt:lifetime>($($params:tt)*) -> [$($ret:tt)+]) => {
-        $crate::failure::raw_nif!($normal, $f($($arg),*));
+        $crate::failure::raw_nif!($normal, $f $(::<$g>)? ($($arg),*));
 
         #[rustler::nif(schedule = "DirtyCpu")]
         fn $dirty<$lt>($($params)*) -> rustler::NifResult<$($ret)+> {
-            Ok($f($($arg,)* &mut $crate::failure::Budget::dirty())?)
+            Ok($f $(::<$g>)? ($($arg,)* &mut $crate::failure::Budget::dirty())?)
         }
 
         #[cfg(feature = "work-probes")]
         #[rustler::nif]
         fn $probe<$lt>(env: rustler::Env<$lt>, $($params)*) -> rustler::Term<$lt> {
             let _ = hrw_core::work::take();
-            let outcome = $f($($arg,)* &mut $crate::failure::Budget::normal());
+            let outcome = $f $(::<$g>)? ($($arg,)* &mut $crate::failure::Budget::normal());
             $crate::failure::probe_report(env, outcome)
         }
     };
     // Without the env or a lifetime.
-    ($normal:ident, $dirty:ident, $probe:ident => $f:ident($($arg:ident),*),
+    ($normal:ident, $dirty:ident, $probe:ident => $f:ident $(::<$g:ty>)? ($($arg:ident),*),
      ($($params:tt)*) -> [$($ret:tt)+]) => {
-        $crate::failure::raw_nif!($normal, $f($($arg),*));
+        $crate::failure::raw_nif!($normal, $f $(::<$g>)? ($($arg),*));
 
         #[rustler::nif(schedule = "DirtyCpu")]
         fn $dirty($($params)*) -> rustler::NifResult<$($ret)+> {
-            Ok($f($($arg,)* &mut $crate::failure::Budget::dirty())?)
+            Ok($f $(::<$g>)? ($($arg,)* &mut $crate::failure::Budget::dirty())?)
         }
 
         #[cfg(feature = "work-probes")]
         #[rustler::nif]
         fn $probe<'probe>(env: rustler::Env<'probe>, $($params)*) -> rustler::Term<'probe> {
             let _ = hrw_core::work::take();
-            let outcome = $f($($arg,)* &mut $crate::failure::Budget::normal());
+            let outcome = $f $(::<$g>)? ($($arg,)* &mut $crate::failure::Budget::normal());
             $crate::failure::probe_report(env, outcome)
         }
     };

@@ -12,6 +12,7 @@ mod failure;
 mod init;
 mod list;
 mod nodeset;
+mod prepared;
 mod resource;
 mod ring;
 mod skeleton;

@@ -23,6 +23,16 @@ pub trait Resource: Send + Sync + Sized + 'static {
     fn slot() -> &'static AtomicPtr<ErlNifResourceType>;
 }
 
+/// The body of [`Resource::slot`]: a static of the implementing type's own (a
+/// static in a generic function would be one for all types).
+macro_rules! resource_slot {
+    () => {{
+        static SLOT: AtomicPtr<ErlNifResourceType> = AtomicPtr::new(std::ptr::null_mut());
+        &SLOT
+    }};
+}
+pub(crate) use resource_slot;
+
 /// Frees the boxed value when the VM frees the resource.
 unsafe extern "C" fn destroy<T: Resource>(_env: *mut ErlNifEnv, obj: *mut c_void) {
     // SAFETY: every resource of this type was created by `make::<T>`, which stored a

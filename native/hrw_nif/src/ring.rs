@@ -1,62 +1,64 @@
-//! `HRW.Ring`: the exact prepared ring in a NIF resource.
+//! `HRW.Ring`: the exact prepared ring in a NIF resource (its NIFs are written once
+//! for both prepared structures, in prepared.rs).
 
-use crate::failure::{twin_nifs, Budget, Failure, Outcome};
-use crate::nodeset;
-use crate::resource::{self, Resource};
-use crate::term_id::term_id;
+use crate::failure::{twin_nifs, Budget, Outcome};
+use crate::prepared::{self, owner, owners, Lookup, Prepared};
+use crate::resource::{resource_slot, Resource};
 use hrw_core::ring::Ring;
-use hrw_core::work;
 use rustler::sys::ErlNifResourceType;
 use rustler::{Env, Term};
 use std::sync::atomic::AtomicPtr;
 
-pub struct RingResource(pub Ring);
+/// The resource of an `HRW.Ring`: the core's ring itself.
+pub type RingResource = Ring;
 
-impl Resource for RingResource {
+impl Resource for Ring {
     const NAME: &'static [u8] = b"hrw_ring\0";
     fn slot() -> &'static AtomicPtr<ErlNifResourceType> {
-        static SLOT: AtomicPtr<ErlNifResourceType> = AtomicPtr::new(std::ptr::null_mut());
-        &SLOT
+        resource_slot!()
     }
 }
 
-/// Fingerprint kind of a ring (see `hrw_core::nodes::fingerprint`).
-const KIND_RING: u64 = 1;
-
-fn build<'a>(
-    env: Env<'a>,
-    nodes: Term<'a>,
-    weighted: bool,
-    budget: &mut Budget,
-) -> Outcome<Term<'a>> {
-    let set = nodeset::decode_for_build(nodes, weighted, Ring::build_cost(1), budget)?;
-    budget.charge(Ring::build_cost(set.nodes.len()) + set.reply_cost(0, weighted))?;
-    let ring = resource::make(env, RingResource(Ring::new(&set.nodes)));
-    Ok(set.reply(env, ring, KIND_RING, &[], weighted))
+impl Lookup for Ring {
+    fn len(&self) -> usize {
+        Ring::len(self)
+    }
+    #[inline]
+    fn owner(&self, key: u64) -> Option<usize> {
+        Ring::owner(self, key)
+    }
+    fn owner_cost(&self) -> u64 {
+        Ring::owner_cost(self)
+    }
+    fn owners(&self, key: u64, count: usize) -> Vec<usize> {
+        Ring::owners(self, key, count)
+    }
+    fn owners_cost(&self, _count: usize) -> u64 {
+        Ring::owners_cost(self)
+    }
 }
 
-pub fn resource<'a>(term: Term<'a>) -> Outcome<&'a RingResource> {
-    resource::get(term).ok_or(Failure::StaleResource)
+impl Prepared for Ring {
+    const KIND: u64 = 1;
+    type Options = ();
+    fn build_cost(nodes: usize) -> u64 {
+        Ring::build_cost(nodes)
+    }
+    fn build(nodes: &[(u64, f64)], _options: ()) -> Ring {
+        Ring::new(nodes)
+    }
+    fn option_words(_options: ()) -> Vec<u64> {
+        Vec::new()
+    }
 }
 
-fn owner(ring: Term, key: Term, budget: &mut Budget) -> Outcome<usize> {
-    let ring = resource(ring)?;
-    budget.charge(ring.0.owner_cost())?;
-    let key = term_id(key, budget)?;
-    ring.0.owner(key).ok_or(Failure::StaleResource)
-}
-
-fn owners(ring: Term, key: Term, count: usize, budget: &mut Budget) -> Outcome<Vec<usize>> {
-    let ring = resource(ring)?;
-    let count = count.min(ring.0.len());
-    budget.charge(ring.0.owners_cost() + work::ELEMENT * count as u64)?;
-    let key = term_id(key, budget)?;
-    Ok(ring.0.owners(key, count))
+fn build<'a>(env: Env<'a>, nodes: Term<'a>, weighted: bool, b: &mut Budget) -> Outcome<Term<'a>> {
+    prepared::build::<Ring>(env, nodes, weighted, (), b)
 }
 
 twin_nifs!(ring_new_normal, ring_new_dirty, ring_new_probe => build(env, nodes, weighted),
     <'a>(nodes: Term<'a>, weighted: bool) -> [Term<'a>]);
-twin_nifs!(ring_owner_normal, ring_owner_dirty, ring_owner_probe => owner(ring, key),
+twin_nifs!(ring_owner_normal, ring_owner_dirty, ring_owner_probe => owner::<Ring>(ring, key),
     (ring: Term, key: Term) -> [usize]);
-twin_nifs!(ring_owners_normal, ring_owners_dirty, ring_owners_probe => owners(ring, key, count),
+twin_nifs!(ring_owners_normal, ring_owners_dirty, ring_owners_probe => owners::<Ring>(ring, key, count),
     (ring: Term, key: Term, count: usize) -> [Vec<usize>]);

@@ -1,65 +1,65 @@
-//! `HRW.Skeleton`: the O(log n) churn-stable skeleton in a NIF resource.
+//! `HRW.Skeleton`: the O(log n) churn-stable skeleton in a NIF resource (its NIFs
+//! are written once for both prepared structures, in prepared.rs).
 
-use crate::failure::{twin_nifs, Budget, Failure, Outcome};
-use crate::nodeset;
-use crate::resource::{self, Resource};
-use crate::term_id::term_id;
+use crate::failure::twin_nifs;
+use crate::prepared::{build, owner, owners, Lookup, Prepared};
+use crate::resource::{resource_slot, Resource};
 use hrw_core::skeleton::Skeleton;
-use hrw_core::work;
 use rustler::sys::ErlNifResourceType;
-use rustler::{Env, Term};
+use rustler::Term;
 use std::sync::atomic::AtomicPtr;
 
-pub struct SkeletonResource(pub Skeleton);
+/// The resource of an `HRW.Skeleton`: the core's skeleton itself.
+pub type SkeletonResource = Skeleton;
 
-impl Resource for SkeletonResource {
+impl Resource for Skeleton {
     const NAME: &'static [u8] = b"hrw_skeleton\0";
     fn slot() -> &'static AtomicPtr<ErlNifResourceType> {
-        static SLOT: AtomicPtr<ErlNifResourceType> = AtomicPtr::new(std::ptr::null_mut());
-        &SLOT
+        resource_slot!()
     }
 }
 
-/// Fingerprint kind of a skeleton (see `hrw_core::nodes::fingerprint`).
-const KIND_SKELETON: u64 = 2;
-
-fn build<'a>(
-    env: Env<'a>,
-    nodes: Term<'a>,
-    weighted: bool,
-    leaf_size: usize,
-    budget: &mut Budget,
-) -> Outcome<Term<'a>> {
-    let set = nodeset::decode_for_build(nodes, weighted, Skeleton::build_cost(1), budget)?;
-    budget.charge(Skeleton::build_cost(set.nodes.len()) + set.reply_cost(1, weighted))?;
-    let skeleton = Skeleton::build(&set.nodes, leaf_size);
-    let resource = resource::make(env, SkeletonResource(skeleton));
-    Ok(set.reply(env, resource, KIND_SKELETON, &[leaf_size as u64], weighted))
+impl Lookup for Skeleton {
+    fn len(&self) -> usize {
+        Skeleton::len(self)
+    }
+    #[inline]
+    fn owner(&self, key: u64) -> Option<usize> {
+        Some(Skeleton::owner(self, key))
+    }
+    fn owner_cost(&self) -> u64 {
+        Skeleton::owner_cost(self)
+    }
+    fn owners(&self, key: u64, count: usize) -> Vec<usize> {
+        Skeleton::owners(self, key, count)
+    }
+    fn owners_cost(&self, count: usize) -> u64 {
+        Skeleton::owners_cost(self, count)
+    }
+    /// Many keys at once: their descents overlap their cache misses.
+    fn owners_of(&self, keys: &[u64], out: &mut [u32]) {
+        Skeleton::owners_of(self, keys, out)
+    }
 }
 
-pub fn resource<'a>(term: Term<'a>) -> Outcome<&'a SkeletonResource> {
-    resource::get(term).ok_or(Failure::StaleResource)
+impl Prepared for Skeleton {
+    const KIND: u64 = 2;
+    /// The leaf size (`cluster_size`).
+    type Options = usize;
+    fn build_cost(nodes: usize) -> u64 {
+        Skeleton::build_cost(nodes)
+    }
+    fn build(nodes: &[(u64, f64)], leaf_size: usize) -> Skeleton {
+        Skeleton::build(nodes, leaf_size)
+    }
+    fn option_words(leaf_size: usize) -> Vec<u64> {
+        vec![leaf_size as u64]
+    }
 }
 
-fn owner(skeleton: Term, key: Term, budget: &mut Budget) -> Outcome<usize> {
-    let skeleton = resource(skeleton)?;
-    budget.charge(skeleton.0.owner_cost())?;
-    let key = term_id(key, budget)?;
-    Ok(skeleton.0.owner(key))
-}
-
-fn owners(skeleton: Term, key: Term, count: usize, budget: &mut Budget) -> Outcome<Vec<usize>> {
-    let skeleton = resource(skeleton)?;
-    let count = count.min(skeleton.0.len());
-    // The descents and leaf picks of every rank, and the result list.
-    budget.charge(skeleton.0.owners_cost(count) + work::ELEMENT * count as u64)?;
-    let key = term_id(key, budget)?;
-    Ok(skeleton.0.owners(key, count))
-}
-
-twin_nifs!(skeleton_new_normal, skeleton_new_dirty, skeleton_new_probe => build(env, nodes, weighted, leaf_size),
+twin_nifs!(skeleton_new_normal, skeleton_new_dirty, skeleton_new_probe => build::<Skeleton>(env, nodes, weighted, leaf_size),
     <'a>(nodes: Term<'a>, weighted: bool, leaf_size: usize) -> [Term<'a>]);
-twin_nifs!(skeleton_owner_normal, skeleton_owner_dirty, skeleton_owner_probe => owner(skeleton, key),
+twin_nifs!(skeleton_owner_normal, skeleton_owner_dirty, skeleton_owner_probe => owner::<Skeleton>(skeleton, key),
     (skeleton: Term, key: Term) -> [usize]);
-twin_nifs!(skeleton_owners_normal, skeleton_owners_dirty, skeleton_owners_probe => owners(skeleton, key, count),
+twin_nifs!(skeleton_owners_normal, skeleton_owners_dirty, skeleton_owners_probe => owners::<Skeleton>(skeleton, key, count),
     (skeleton: Term, key: Term, count: usize) -> [Vec<usize>]);

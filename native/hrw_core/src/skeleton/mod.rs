@@ -63,8 +63,9 @@
 //! (measured with `examples/skeleton_layout.rs`: ~28 ns per key at 10k nodes,
 //! ~100 at 1M, against ~44 and ~300 one lookup at a time).
 //!
-//! Measured and not adopted (issue 12): a copy of the trie packed three levels to a
-//! 64-byte line (the high halves of seven thresholds and eight child references; the
+//! Measured and not adopted, while aiming at a 1M-node lookup within 2× a 10k-node
+//! one (what `examples/skeleton_layout.rs` measures; the packed copy's code was not
+//! kept): a copy of the trie packed three levels to a 64-byte line (the high halves of seven thresholds and eight child references; the
 //! low halves apart, read only on a tie), so a 1M-node path takes 6 dependent loads
 //! instead of 18. In Rust alone its descent took 70-110 ns against the slots'
 //! 90-124 at 1M nodes, but 27-39 against 18-31 at 10k, and the batch got slower at
@@ -82,7 +83,8 @@
 //! mean / ~13 max near 10k, ~11 mean / ~15 max at 1M; never a reshuffle, at any N
 //! (`examples/skeleton_sim.rs`, tests `churn_*`).
 //!
-//! Measured and not adopted (issue 13, `skeleton_sim --v2`): an aligned radix-16
+//! Measured and not adopted (`skeleton_sim --v2`, module `radix` of
+//! `examples/skeleton_sim.rs`): an aligned radix-16
 //! trie where each internal node picks its child by weighted rendezvous among its
 //! children (weight = node count; monotone, so only the mass that must move moves at
 //! each level). It moved about half as many keys (× N, means over three namings:
