@@ -1,11 +1,14 @@
-# Key types and the issue-12 targets, with nothing but hrw: no Benchee, no Hex.
+# Key types and the speed targets, with nothing but hrw: no Benchee, no Hex.
 #
 #   MIX_ENV=prod mix run bench/keys.exs            (from the repository root)
 #
-# Every figure is a median over 7 batches of one run, with varying keys (20,000
+# Every figure is a median over repeated batches of one run (7 unless the table's
+# title says otherwise), with varying keys (20,000
 # distinct keys per type, each batch walks all of them): ns per call, including the
 # loop (a direct recursive call per key, measured alone as "loop"). Ratios are
-# within the run. Each section runs in a fresh process. Sections (choose with
+# within the run and, as in every bench/ table, theirs / ours: above 1 hrw is
+# that many times faster (below 1, slower). Nodes are "node-1".."node-N". Each
+# section runs in a fresh process. Sections (choose with
 # BENCH_ONLY=term,owner,build,batch,bounded):
 #
 #   * term:    HRW.term_id/1 against :erlang.phash2/1 per key type;
@@ -115,12 +118,12 @@ defmodule KeysBench do
 end
 
 only = System.get_env("BENCH_ONLY", "term,owner,build,batch,bounded") |> String.split(",")
-nodes = fn n -> Enum.map(0..(n - 1), &"node-#{&1}") end
+nodes = fn n -> Enum.map(1..n, &"node-#{&1}") end
 
 if "term" in only do
   KeysBench.isolated(fn ->
-    IO.puts("\n### HRW.term_id/1 against :erlang.phash2/1 (ns per call, 20k keys)\n")
-    KeysBench.row(["key", "loop", "phash2", "term_id", "term_id / phash2"])
+    IO.puts("\n### HRW.term_id/1 against :erlang.phash2/1 (ns per call, 20k keys, median of 7)\n")
+    KeysBench.row(["key", "loop", "phash2", "term_id", "phash2 / term_id"])
     KeysBench.row(["---", "--:", "--:", "--:", "--:"])
 
     for {name, gen} <- KeysBench.key_types() do
@@ -134,7 +137,7 @@ if "term" in only do
         KeysBench.f(loop),
         KeysBench.f(ph),
         KeysBench.f(id),
-        KeysBench.f(id / ph) <> "×"
+        KeysBench.f(ph / id) <> "×"
       ])
     end
   end)
@@ -147,15 +150,19 @@ if "owner" in only do
       skeleton = HRW.build(ns)
       ring = HRW.Ring.new(ns)
       lib = KeysBench.libring_new(ns)
-      IO.puts("\n### HRW.owner/2 at #{n} nodes against a libring-style ring (ns per call)\n")
+
+      IO.puts(
+        "\n### HRW.owner/2 at #{n} nodes against a libring-style ring " <>
+          "(ns per call, median of 7)\n"
+      )
 
       KeysBench.row([
         "key",
         "skeleton",
         "ring",
         "libring-style",
-        "skeleton / libring",
-        "ring / libring"
+        "libring / skeleton",
+        "libring / ring"
       ])
 
       KeysBench.row(["---", "--:", "--:", "--:", "--:", "--:"])
@@ -171,8 +178,8 @@ if "owner" in only do
           KeysBench.f(sk),
           KeysBench.f(ri),
           KeysBench.f(li),
-          KeysBench.f(sk / li) <> "×",
-          KeysBench.f(ri / li) <> "×"
+          KeysBench.f(li / sk) <> "×",
+          KeysBench.f(li / ri) <> "×"
         ])
       end
     end
@@ -193,12 +200,12 @@ if "build" in only do
       "HRW.Ring.new",
       "Enum.map phash2",
       "Map.new phash2",
-      "build / Enum.map",
-      "build / Map.new"
+      "Enum.map / build",
+      "Map.new / build"
     ])
 
     KeysBench.row(["--:", "--:", "--:", "--:", "--:", "--:"])
-    KeysBench.row([sk, ri, ph, pm, KeysBench.f(sk / ph) <> "×", KeysBench.f(sk / pm) <> "×"])
+    KeysBench.row([sk, ri, ph, pm, KeysBench.f(ph / sk) <> "×", KeysBench.f(pm / sk) <> "×"])
   end)
 end
 
@@ -213,7 +220,11 @@ if "batch" in only do
     map = per_key.(fn -> Enum.map(keys, &:erlang.phash2/1) end)
     tuples = Enum.map(1..1_000_000, &{:user, &1})
     batch_tuples = per_key.(fn -> HRW.owner_batch(tuples, skeleton) end)
-    IO.puts("\n### owner_batch, 1M binary keys (ns per key, #{HRW.Batch.threads()} thread(s))\n")
+
+    IO.puts(
+      "\n### owner_batch, 1M binary keys (ns per key, median of 5, " <>
+        "#{HRW.Batch.threads()} thread(s))\n"
+    )
 
     KeysBench.row([
       "10k-node skeleton",
@@ -235,8 +246,13 @@ if "bounded" in only do
     old = KeysBench.median_us(fn -> KeysBench.old_bounded(keys, ns, 0.25) end, 3)
     pairs = Enum.zip(keys, Stream.cycle(ns))
     map = KeysBench.median_us(fn -> :maps.from_list(pairs) end, 5)
-    IO.puts("\n### HRW.Bounded.assignments/3, 100k keys x 100 nodes (ms)\n")
-    KeysBench.row(["native", "hrw 0.2.1 greedy", "speed-up", "the result map alone"])
+
+    IO.puts(
+      "\n### HRW.Bounded.assignments/3, 100k keys x 100 nodes " <>
+        "(ms; medians of 5, hrw 0.2.1 greedy of 3)\n"
+    )
+
+    KeysBench.row(["native", "hrw 0.2.1 greedy", "greedy / native", "the result map alone"])
     KeysBench.row(["--:", "--:", "--:", "--:"])
 
     KeysBench.row([

@@ -110,14 +110,35 @@ if "constant" in modes do
   |> HRWBench.summary("lookup, constant key \"test\"", ours, theirs)
 end
 
+# ExHashRing's find_node hashes to_string(key): a key without String.Chars (a
+# tuple) raises. Such a cell is left out, with a note in the table, rather than
+# crash the suite.
+ex_hash_ring_skip = fn type ->
+  [key | _] = HRWBench.keys(1, type)
+  {_, %{ex_hash_ring: ring}} = hd(inputs)
+
+  try do
+    _ = ExHashRing.Ring.find_node(ring, key)
+    []
+  rescue
+    e ->
+      [
+        {"ExHashRing",
+         "find_node hashes to_string(key), which raises on #{inspect(key)} " <>
+           "(#{inspect(e.__struct__)})"}
+      ]
+  end
+end
+
 if "varying" in modes do
   for type <- HRWBench.key_types() do
     {next, ^per_call} = HRWBench.key_cycle(10_000, per_call, type)
-    jobs = varying_jobs.(next)
+    skipped = ex_hash_ring_skip.(type)
+    jobs = Map.drop(varying_jobs.(next), Enum.map(skipped, &elem(&1, 0)))
     jobs = if old, do: Map.merge(jobs, old_varying.(next)), else: jobs
 
     jobs
     |> Benchee.run(HRWBench.options(inputs: inputs, title: "lookup, varying #{type} keys"))
-    |> HRWBench.summary("lookup, 10k varying #{type} keys", ours, theirs, per_call)
+    |> HRWBench.summary("lookup, 10k varying #{type} keys", ours, theirs, per_call, skipped)
   end
 end

@@ -747,6 +747,18 @@ def pinned_skeleton():
     print([skeleton_owners(plain, k * 1000003, 3) for k in range(4)])
 
 
+def pinned_default_cluster_size():
+    """§4: `HRW.build(nodes)` without `cluster_size` uses leaf_size 16. Owners of
+    key-1..key-12 over node-1..node-100 at 16 (the default) and at 8 (which differ)."""
+    entries = [(t_binary(f"node-{i}".encode()), 1.0) for i in range(1, 101)]
+    print("# skeleton owners over node-1..node-100 of key-1..key-12 (node numbers),")
+    print("# cluster_size 16 (HRW.build/1's default), then cluster_size 8")
+    for leaf in (16, 8):
+        sk = skeleton(entries, leaf)
+        owners = [skeleton_owners(sk, t_binary(f"key-{k}".encode()), 1)[0] + 1 for k in range(1, 13)]
+        print(owners)
+
+
 if __name__ == "__main__":
     import sys
 
@@ -759,3 +771,4 @@ if __name__ == "__main__":
     else:
         print_vectors()
         pinned_skeleton()
+        pinned_default_cluster_size()

@@ -88,8 +88,13 @@ defmodule HRWBench do
   Prints the median of every job for every input (divided by `per`, e.g. the keys
   per call), then for each of `ours` against each of `theirs` the ratio
   their median / our median: above 1 hrw is that many times faster.
+
+  A median that rests on fewer than 10 samples says so, "(n = k)", and so does
+  every ratio computed from it (the smaller count of the two). `skipped` lists
+  `{job, reason}`: jobs left out of this suite, printed as "skipped" with the
+  reason below the table.
   """
-  def summary(suite, title, ours, theirs, per \\ 1) do
+  def summary(suite, title, ours, theirs, per \\ 1, skipped \\ []) do
     medians =
       Map.new(suite.scenarios, fn s ->
         {{s.job_name, s.input_name}, s.run_time_data.statistics.median / per}
@@ -102,6 +107,7 @@ defmodule HRWBench do
 
     inputs = suite.scenarios |> Enum.map(& &1.input_name) |> Enum.uniq()
     jobs = suite.scenarios |> Enum.map(& &1.job_name) |> Enum.uniq()
+    skipped = Enum.reject(skipped, fn {job, _} -> job in jobs end)
     present = fn names -> Enum.filter(names, &(&1 in jobs)) end
 
     IO.puts("\n## #{title}: medians#{if per == 1, do: "", else: " per key"}\n")
@@ -113,7 +119,11 @@ defmodule HRWBench do
       row([job | cells])
     end
 
-    IO.puts("\n(n = k: a median of only k samples)")
+    for {job, _} <- skipped, do: row([job | Enum.map(inputs, fn _ -> "skipped" end)])
+
+    IO.puts("")
+    for {job, reason} <- skipped, do: IO.puts("#{job} skipped: #{reason}")
+    IO.puts("(n = k: a median of only k samples; no mark: 10 or more)")
 
     IO.puts("\n## #{title}: their median / our median (> 1: hrw faster)\n")
     row(["ours vs theirs" | inputs])
@@ -122,7 +132,8 @@ defmodule HRWBench do
     for our <- present.(ours), their <- present.(theirs) do
       ratios =
         Enum.map(inputs, fn input ->
-          format_ratio(medians[{their, input}], medians[{our, input}])
+          count = min_count(samples[{their, input}], samples[{our, input}])
+          format_ratio(medians[{their, input}], medians[{our, input}]) <> few(count)
         end)
 
       row(["#{our} vs #{their}" | ratios])
@@ -130,6 +141,9 @@ defmodule HRWBench do
 
     suite
   end
+
+  defp min_count(a, b) when is_integer(a) and is_integer(b), do: min(a, b)
+  defp min_count(_a, _b), do: nil
 
   defp few(count) when is_integer(count) and count < 10, do: " (n = #{count})"
   defp few(_count), do: ""

@@ -119,4 +119,20 @@ defmodule HRW.BoundedTest do
       HRW.Bounded.assignments(["a"], ["x"], hash_fn: 3)
     end
   end
+
+  # docs/HASHING.md §5: epsilon is a number >= 0; -0.0 compares equal to 0 and is
+  # accepted (the same assignments as 0.0), every other negative is refused.
+  test "epsilon: -0.0 is accepted as 0.0, other negatives are refused" do
+    keys = Enum.map(1..300, &"key-#{&1}")
+    nodes = Enum.map(1..7, &"node-#{&1}")
+    zero = HRW.Bounded.assignments(keys, nodes, epsilon: 0.0)
+    assert HRW.Bounded.assignments(keys, nodes, epsilon: -0.0) == zero
+    assert HRW.Bounded.assignments(keys, nodes, epsilon: 0) == zero
+
+    for bad <- [-1.0e-300, -5.0e-324, -1, -0.25] do
+      assert_raise ArgumentError, ~r/epsilon >= 0/, fn ->
+        HRW.Bounded.assignments(keys, nodes, epsilon: bad)
+      end
+    end
+  end
 end

@@ -103,4 +103,11 @@ defmodule HRW.RingTest do
 
     assert_raise ArgumentError, ~r/count/, fn -> HRW.owners("k", HRW.Ring.new(["a"]), -1) end
   end
+
+  test "nodes/1 returns the distinct nodes in order of first occurrence (HASHING.md §6)" do
+    assert HRW.Ring.nodes(HRW.Ring.new(["c", "a", "b", "a", 0.0, -0.0])) == ["c", "a", "b", 0.0]
+
+    assert HRW.Ring.nodes(HRW.Ring.new([{"c", 1}, {"a", 2}, {"c", 3}], scorer: %HRW.Weighted{})) ==
+             [{"c", 3}, {"a", 2}]
+  end
 end

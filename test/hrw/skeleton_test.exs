@@ -188,4 +188,46 @@ defmodule HRW.SkeletonTest do
     assert_raise ArgumentError, ~r/fanout/, fn -> HRW.build(["a"], fanout: :x) end
     assert_raise ArgumentError, ~r/unknown options/, fn -> HRW.build(["a"], levels: 3) end
   end
+
+  # docs/HASHING.md §4: HRW.build/1 places keys with cluster_size 16. Vectors from
+  # `python3 docs/reference.py` ("cluster_size 16 (HRW.build/1's default)").
+  test "HRW.build/1 places keys by the default cluster_size of 16, as the contract pins" do
+    nodes = Enum.map(1..100, &"node-#{&1}")
+    keys = Enum.map(1..12, &"key-#{&1}")
+    owners = fn skeleton -> Enum.map(keys, &HRW.owner(&1, skeleton)) end
+    pinned = fn numbers -> Enum.map(numbers, &"node-#{&1}") end
+
+    assert owners.(HRW.build(nodes)) == pinned.([59, 11, 53, 50, 50, 99, 52, 51, 90, 61, 5, 31])
+    assert owners.(HRW.build(nodes)) == owners.(HRW.build(nodes, cluster_size: 16))
+
+    assert owners.(HRW.build(nodes, cluster_size: 8)) ==
+             pinned.([85, 11, 32, 50, 50, 99, 52, 74, 20, 82, 69, 31])
+  end
+
+  test "cluster_size is an integer in 1..4096; fanout does not move keys" do
+    nodes = Enum.map(1..100, &"node-#{&1}")
+    assert HRW.build(nodes, cluster_size: 1) |> HRW.Skeleton.size() == 100
+    assert HRW.owner("k", HRW.build(nodes, cluster_size: 4096)) == HRW.owner("k", nodes)
+
+    for bad <- [0, 4097, 16.0, nil] do
+      assert_raise ArgumentError, ~r/cluster_size.*1\.\.4096/, fn ->
+        HRW.build(nodes, cluster_size: bad)
+      end
+    end
+
+    keys = Enum.map(1..200, &"key-#{&1}")
+    base = HRW.build(nodes)
+
+    for fanout <- [2, 3, 16] do
+      other = HRW.build(nodes, fanout: fanout)
+      assert Enum.map(keys, &HRW.owner(&1, other)) == Enum.map(keys, &HRW.owner(&1, base))
+    end
+  end
+
+  test "nodes/1 returns the distinct nodes in order of first occurrence" do
+    assert HRW.Skeleton.nodes(HRW.build(["c", "a", "b", "a", "c"])) == ["c", "a", "b"]
+
+    assert HRW.Skeleton.nodes(HRW.build([{"c", 1}, {"a", 2}, {"c", 3}], scorer: %HRW.Weighted{})) ==
+             [{"c", 3}, {"a", 2}]
+  end
 end

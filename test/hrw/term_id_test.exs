@@ -430,4 +430,16 @@ defmodule HRW.TermIdTest do
                Enum.sort(keys)
     end
   end
+
+  # docs/HASHING.md §2: an improper list's tail sits one level below the list, like
+  # its elements (d + 1): a tail {x} of an improper list at depth 255 puts x at 257.
+  test "an improper list's tail is at the depth of its elements" do
+    at = fn depth, term -> Enum.reduce(1..depth//1, term, fn _, acc -> [acc] end) end
+    assert is_integer(HRW.term_id(at.(255, [1 | :t])))
+    assert is_integer(HRW.term_id(at.(254, [1 | {:x}])))
+
+    assert_raise ArgumentError, ~r/nested deeper than 256/, fn ->
+      HRW.term_id(at.(255, [1 | {:x}]))
+    end
+  end
 end

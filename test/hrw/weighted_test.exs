@@ -279,4 +279,45 @@ defmodule HRW.WeightedTest do
       end
     end
   end
+
+  # docs/HASHING.md §3: messages print a refused weight exactly, so 2^53 + 2 never
+  # reads as 2^53 ("9.007199e+15").
+  test "a refused weight is printed exactly, on every path" do
+    cases = [
+      {9_007_199_254_740_994.0, "9007199254740994.0"},
+      {1.0e300, "1.0e300"},
+      {-5.0e-324, "-5.0e-324"},
+      {-1.5, "-1.5"},
+      {2 ** 53 + 2, "9007199254740994"}
+    ]
+
+    calls = [
+      &HRW.owner("k", &1, scorer: @w),
+      &HRW.Ring.new(&1, scorer: @w),
+      &HRW.build(&1, scorer: @w),
+      &HRW.owner_batch(["k"], &1, scorer: @w),
+      &HRW.Weighted.score(@w, "k", hd(&1)),
+      &HRW.owner("k", &1, scorer: @phash)
+    ]
+
+    for {weight, shown} <- cases, call <- calls do
+      error = assert_raise ArgumentError, fn -> call.([{"a", weight}, {"b", 1}]) end
+      assert error.message =~ "got: #{shown}", "#{inspect(weight)}: #{error.message}"
+      refute error.message =~ "e+"
+    end
+  end
+
+  # docs/HASHING.md §3: every entry of a weighted list is {node, weight}; there is
+  # no implicit weight for a bare node.
+  test "a bare node in a weighted list is refused, not given weight 1" do
+    for nodes <- [["b"], [{"a", 1}, "b"], ["b", {"a", 2}]],
+        call <- [
+          &HRW.owner("k", &1, scorer: @w),
+          &HRW.Ring.new(&1, scorer: @w),
+          &HRW.build(&1, scorer: @w),
+          &HRW.owner("k", &1, scorer: @phash)
+        ] do
+      assert_raise ArgumentError, ~r/\{node, weight\} tuples/, fn -> call.(nodes) end
+    end
+  end
 end

@@ -23,7 +23,8 @@ defmodule Mix.Tasks.Hrw.Report do
 
   It writes `report.svg` (load histogram and movement against node count) into
   `--out` and prints its path. Timings are medians of repeated batches; compare
-  ratios, not absolute times across runs.
+  ratios, not absolute times across runs. Every ratio is theirs / ours (above 1:
+  hrw faster): "vs hrw" is hrw 0.2.1 / list, "librng/sk" libring-style / skeleton.
   """
   use Mix.Task
 
@@ -75,7 +76,7 @@ defmodule Mix.Tasks.Hrw.Report do
   end
 
   defp load_section(keys, sizes) do
-    section("Load per node, #{length(keys)} keys \"key-i\", nodes \"node-i\"")
+    section("Load per node, #{length(keys)} keys \"key-1\"..., nodes \"node-1\"...")
     line(row(["nodes", "structure", "min", "max", "stddev %", "chi2", "bound", "fair"]))
 
     for n <- sizes, {name, target} <- structures(node_names(n)), into: %{} do
@@ -135,7 +136,7 @@ defmodule Mix.Tasks.Hrw.Report do
     section("Lookup time by key type, median ns per call (varying keys)")
 
     line(
-      row(["nodes", "key", "phash2", "term_id", "ring", "skeleton", "libring-st", "sk/librng"])
+      row(["nodes", "key", "phash2", "term_id", "ring", "skeleton", "libring-st", "librng/sk"])
     )
 
     for n <- [10, 10_000] do
@@ -152,7 +153,7 @@ defmodule Mix.Tasks.Hrw.Report do
         skeleton_ns = median_ns(&HRW.owner(&1, skeleton), 1, key)
         libring_ns = median_ns(&Yardsticks.libring_style_owner(libring, &1), 1, key)
         cells = [n, type, fmt(phash2), fmt(term_id), fmt(ring_ns), fmt(skeleton_ns)]
-        line(row(cells ++ [fmt(libring_ns), fmt(skeleton_ns / libring_ns) <> "x"]))
+        line(row(cells ++ [fmt(libring_ns), fmt(libring_ns / skeleton_ns) <> "x"]))
       end
     end
   end
@@ -163,7 +164,7 @@ defmodule Mix.Tasks.Hrw.Report do
 
   defp loads(keys, target, n) do
     counts = keys |> HRW.owner_batch(target) |> Enum.frequencies()
-    Enum.map(0..(n - 1), &Map.get(counts, "node-#{&1}", 0))
+    Enum.map(1..n, &Map.get(counts, "node-#{&1}", 0))
   end
 
   # hrw 0.2.1's stateless algorithm, written here as the yardstick.
@@ -186,7 +187,7 @@ defmodule Mix.Tasks.Hrw.Report do
     |> Enum.at(3)
   end
 
-  defp node_names(n), do: Enum.map(0..(n - 1), &"node-#{&1}")
+  defp node_names(n), do: Enum.map(1..n, &"node-#{&1}")
 
   defp fmt(x) when is_float(x) and x >= 100, do: :erlang.float_to_binary(x, decimals: 0)
   defp fmt(x) when is_float(x), do: :erlang.float_to_binary(x, decimals: 2)
@@ -196,5 +197,41 @@ defmodule Mix.Tasks.Hrw.Report do
   defp pad(s, w), do: String.pad_leading(s, w)
   defp section(title), do: Mix.shell().info("\n## " <> title)
   defp line(text), do: Mix.shell().info(text)
-  defp progress(text), do: IO.write(:stderr, String.pad_trailing(text, 40) <> "\r")
+
+  # Progress goes to stderr, and only when stderr is a terminal: redirected into a
+  # file or a pipe (alone or with stdout, `2>&1`), the report holds its tables only.
+  defp progress(text) do
+    if stderr_terminal?(), do: IO.write(:stderr, String.pad_trailing(text, 40) <> "\r")
+    :ok
+  end
+
+  defp stderr_terminal? do
+    case Process.get(:hrw_report_stderr_terminal) do
+      nil ->
+        terminal? = terminal?()
+        Process.put(:hrw_report_stderr_terminal, terminal?)
+        terminal?
+
+      terminal? ->
+        terminal?
+    end
+  end
+
+  # OTP 26+ answers :io.columns/1 for standard_error only on a terminal; OTP 25
+  # never does, so there look at what file descriptor 2 is (Linux's /proc). Where
+  # neither tells, no progress is printed.
+  defp terminal? do
+    case :io.columns(:standard_error) do
+      {:ok, _} ->
+        true
+
+      _ ->
+        case File.read_link("/proc/self/fd/2") do
+          {:ok, "/dev/pts/" <> _} -> true
+          {:ok, "/dev/tty" <> _} -> true
+          {:ok, "/dev/console"} -> true
+          _ -> false
+        end
+    end
+  end
 end

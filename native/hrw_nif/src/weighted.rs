@@ -53,7 +53,10 @@ fn describe(term: Term) -> String {
     match term.get_type() {
         TermType::Integer if term.decode::<i64>().is_ok() => format!("{term:?}"),
         TermType::Integer => "an integer outside the 64-bit range".to_string(),
-        TermType::Float => format!("{term:?}"),
+        TermType::Float => match term.decode::<f64>() {
+            Ok(f) => exact_float(f),
+            Err(_) => "a float".to_string(),
+        },
         // An atom name holds up to 255 characters (over 1 KB of UTF-8).
         TermType::Atom => shown(format!("{term:?}")),
         TermType::Binary => match Binary::from_term(term) {
@@ -72,6 +75,18 @@ fn describe(term: Term) -> String {
         TermType::Ref => "a reference".to_string(),
         TermType::Fun => "a fun".to_string(),
         TermType::Unknown => "a term of an unknown type".to_string(),
+    }
+}
+
+/// A float exactly, as Elixir's `inspect/1` shows it: the shortest decimal that
+/// reads back as the same binary64 (2^53 + 2 is `9007199254740994.0`, where the
+/// term's `{:?}` printed `9.007199e+15`, which reads as 2^53), with `.0` before an
+/// exponent (`5.0e-324`).
+fn exact_float(f: f64) -> String {
+    let s = format!("{f:?}");
+    match s.split_once('e') {
+        Some((m, e)) if !m.contains('.') => format!("{m}.0e{e}"),
+        _ => s,
     }
 }
 
