@@ -119,11 +119,13 @@ defmodule Mix.Tasks.Compile.HrwNative do
         build(native, dest, env, cargo)
 
       {cargo, reason} ->
-        Mix.shell().info(
-          "No precompiled hrw NIF for #{describe_target(opts)} (#{reason}): building it with cargo"
-        )
-
-        build(native, dest, env, cargo)
+        # Said only when a library is installed: a build that changes nothing (a
+        # repository with no published archives, compiled again) stays quiet.
+        with :ok <- build(native, dest, env, cargo) do
+          Mix.shell().info(
+            "No precompiled hrw NIF for #{describe_target(opts)} (#{reason}): built it with cargo"
+          )
+        end
     end
   end
 

@@ -328,7 +328,7 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
     assert obtain(ctx, base_url: base, cargo: ctx.fake_cargo) == :ok
     assert File.read!(ctx.dest) == "built by cargo"
     assert_received {:mix_shell, :info, ["No precompiled hrw NIF for " <> why]}
-    assert why =~ "answered HTTP 404): building it with cargo"
+    assert why =~ "answered HTTP 404): built it with cargo"
   end
 
   test "a server that stalls is given up after the timeout", ctx do
