@@ -73,7 +73,7 @@ defmodule HRW do
   The canonical 64-bit id of any term, the input to every native score.
 
   A binary's id is XXH3-64 (seed 0) of its bytes, so other languages can
-  reproduce it; other terms use the tagged scheme in the README.
+  reproduce it; other terms use the tagged scheme of docs/HASHING.md.
 
   ## Examples
 

@@ -5,7 +5,8 @@ defmodule HRW.Ring do
   in a NIF resource.
 
   Use it when the node set changes rarely and lookups are frequent, up to tens of
-  thousands of nodes; a lookup scans every node with SIMD (about 0.3–2 ns per node).
+  thousands of nodes; a lookup scans every node with SIMD (for its cost per node see
+  docs/BENCHMARKS.md, "The core alone").
   For larger sets use the O(log n) skeleton, `HRW.build/2`.
 
       ring = HRW.Ring.new(["cache-1", "cache-2", "cache-3"])

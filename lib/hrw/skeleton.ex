@@ -9,7 +9,7 @@ defmodule HRW.Skeleton do
 
     * every node's expected share is `1/N` (or `w/Σw`);
     * adding or removing one node moves a small multiple of `1/N` of the keys
-      (about 6/N on average at 10,000 nodes; see the README for measured figures),
+      (measured by `mix hrw.report`, docs/BENCHMARKS.md; bounded by the churn tests),
       at every size: there are no thresholds where clusters are re-formed wholesale;
     * with at most `:cluster_size` nodes the skeleton's owner is exactly the list's.
 
