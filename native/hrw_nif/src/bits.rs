@@ -18,7 +18,7 @@
 //! checks on every leg of the test matrix that the size is read.
 
 use rustler::sys::{enif_system_info, ErlNifSysInfo, ErlNifTerm};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 /// `_make_header(ERL_SUB_BIN_SIZE - 2, _TAG_HEADER_SUB_BIN)`: the low 6 bits are
 /// the subtag (0xA << 2, primary tag 00), the rest the arity (3 words follow
@@ -31,24 +31,33 @@ const SUB_BIN_ARITY: usize = 3;
 
 /// 0 = not yet decided, then one of the layouts below, or `OFF`.
 static STATE: AtomicU8 = AtomicU8::new(0);
+/// The header tag of this VM's sub-binaries, or `NO_TAG` while none is known: the
+/// one value the per-binary check compares with.
+static SUB_TAG: AtomicUsize = AtomicUsize::new(NO_TAG);
+/// Above `HEADER_TAG_MASK`: no header matches it.
+const NO_TAG: usize = 0x40;
 /// `ErlSubBin` (little-endian only: the bit offset's byte position in its word).
 const SUB_BIN: u8 = 1;
 /// `ErlSubBits`.
 const SUB_BITS: u8 = 2;
 const OFF: u8 = 3;
 
-fn layout() -> u8 {
-    match STATE.load(Ordering::Relaxed) {
-        0 => {
-            let layout = match erts_major() {
-                Some(13 | 14) if cfg!(target_endian = "little") => SUB_BIN,
-                Some(15..=17) => SUB_BITS,
-                _ => OFF,
-            };
-            STATE.store(layout, Ordering::Relaxed);
-            layout
-        }
-        known => known,
+/// Decides the layout for this VM; called by the NIF's load and upgrade callbacks
+/// (init.rs), so that the per-binary check below reads a settled value.
+pub fn detect() {
+    if STATE.load(Ordering::Relaxed) == 0 {
+        let layout = match erts_major() {
+            Some(13 | 14) if cfg!(target_endian = "little") => SUB_BIN,
+            Some(15..=17) => SUB_BITS,
+            _ => OFF,
+        };
+        STATE.store(layout, Ordering::Relaxed);
+        let tag = match layout {
+            SUB_BIN => SUB_BIN_TAG,
+            SUB_BITS => SUB_BITS_TAG,
+            _ => NO_TAG,
+        };
+        SUB_TAG.store(tag, Ordering::Relaxed);
     }
 }
 
@@ -72,17 +81,18 @@ fn erts_major() -> Option<u32> {
 /// A read that the VM contradicted: never read the layout again.
 pub fn disable() {
     STATE.store(OFF, Ordering::Relaxed);
+    SUB_TAG.store(NO_TAG, Ordering::Relaxed);
 }
 
 /// The byte size of `raw`, a term the VM says is a whole-byte binary, when it is
 /// a sub-binary starting off a byte boundary (whose inspection copies it); `None`
 /// when it is aligned, or when the layout is not known for this VM.
-#[inline]
+///
+/// On the path of every binary hashed on a normal scheduler: one load of
+/// `SUB_TAG`, one of the header word (which `enif_inspect_binary` reads next
+/// anyway) and a compare; the rest is out of line.
+#[inline(always)]
 pub fn unaligned_size(raw: ErlNifTerm) -> Option<usize> {
-    let layout = layout();
-    if layout == OFF {
-        return None;
-    }
     // SAFETY: `ErlNifTerm` is `#[repr(transparent)]` over a `usize`.
     let bits = unsafe { std::mem::transmute::<ErlNifTerm, usize>(raw) };
     if bits & 0x3 != 0x2 {
@@ -90,18 +100,25 @@ pub fn unaligned_size(raw: ErlNifTerm) -> Option<usize> {
     }
     let ptr = (bits & !0x3) as *const usize;
     // SAFETY: a boxed term (primary tag 10) of a live binary points at its header
-    // word; the words after it are read only when the header says this is a
-    // sub-binary covering at least those three words.
+    // word.
+    let header = unsafe { ptr.read() };
+    if header & HEADER_TAG_MASK != SUB_TAG.load(Ordering::Relaxed) {
+        return None;
+    }
+    sub_binary_size(ptr, header)
+}
+
+/// The size of the sub-binary at `ptr` when it starts off a byte boundary.
+#[cold]
+#[inline(never)]
+fn sub_binary_size(ptr: *const usize, header: usize) -> Option<usize> {
+    let layout = STATE.load(Ordering::Relaxed);
+    if header >> 6 < SUB_BIN_ARITY || !(layout == SUB_BIN || layout == SUB_BITS) {
+        return None;
+    }
+    // SAFETY: `ptr` is a sub-binary's header whose arity covers the three words
+    // after it (checked above).
     unsafe {
-        let header = ptr.read();
-        let tag = if layout == SUB_BIN {
-            SUB_BIN_TAG
-        } else {
-            SUB_BITS_TAG
-        };
-        if header & HEADER_TAG_MASK != tag || header >> 6 < SUB_BIN_ARITY {
-            return None;
-        }
         if layout == SUB_BIN {
             let size = ptr.add(1).read();
             let bit_offset = (ptr.add(3).read() >> 8) & 0xFF;

@@ -43,6 +43,7 @@ fn open_types(env: *mut ErlNifEnv) -> bool {
 
 /// 0 when the library is ready; never unwinds into the VM.
 fn ready(env: *mut ErlNifEnv) -> c_int {
+    crate::bits::detect();
     match std::panic::catch_unwind(|| open_types(env)) {
         Ok(true) => 0,
         _ => 1,
