@@ -27,6 +27,14 @@ defmodule HRW.TestValues do
   the suite runs with warnings as errors. The call still receives `value`.
   """
   def untyped(value), do: :persistent_term.get({__MODULE__, :unset}, value)
+
+  @doc "The message of the `ArgumentError` that `fun` raises, or nil if it returns."
+  def argument_error_message(fun) do
+    _ = fun.()
+    nil
+  rescue
+    e in ArgumentError -> Exception.message(e)
+  end
 end
 
 defmodule HRW.TestPeers do

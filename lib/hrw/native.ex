@@ -115,7 +115,7 @@ defmodule HRW.Native do
     end
   end
 
-  # Recursion, not a fun: see "No fun below" under batches.
+  # Recursion, not a fun: see "No fun in this module" under batches.
   defp pick(nodes, [i | rest]), do: [elem(nodes, i) | pick(nodes, rest)]
   defp pick(_nodes, []), do: []
 
@@ -137,8 +137,7 @@ defmodule HRW.Native do
       unquote(name)(keys, batch_target(target), threads, longer_than?(keys, @dirty_keys))
     catch
       :error, :hrw_stale_resource ->
-        target = target |> HRW.Prepared.rebuilt() |> batch_target()
-        unquote(name)(keys, target, threads, longer_than?(keys, @dirty_keys))
+        unquote(name)(keys, rebuilt_target(target), threads, longer_than?(keys, @dirty_keys))
     end
 
     defp unquote(name)(keys, t, threads, true), do: dirty(unquote(name), [keys, t, threads])

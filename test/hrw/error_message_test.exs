@@ -41,13 +41,7 @@ defmodule HRW.ErrorMessageTest do
     assert HRW.brief(2 ** 70) =~ "an integer of 9 bytes"
   end
 
-  # The message of the ArgumentError `fun` raises, or nil if it accepts the value.
-  defp message(fun) do
-    _ = fun.()
-    nil
-  rescue
-    e in ArgumentError -> Exception.message(e)
-  end
+  defp message(fun), do: HRW.TestValues.argument_error_message(fun)
 
   test "options and weights with huge values raise short messages on every path" do
     for value <- hostile() do

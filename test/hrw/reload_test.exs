@@ -57,28 +57,37 @@
       Task.await(task, 60_000)
     end
 
-    # Loops `run_all/1` until told to stop; reports the rounds that matched `expected`
-    # and every round that did not (an exception counts as a wrong answer).
+    # Loops `run_all/1` until told to stop. Says when its first round is done, and
+    # runs one more round after `:stop` (so each report covers a round after the
+    # test's code operations); reports the rounds that matched `expected` and every
+    # round that did not (an exception counts as a wrong answer).
     def looper(parent, f, expected) do
-      loop(parent, f, expected, 0, [])
+      {good, bad} = round(f, expected, 0, [])
+      send(parent, {:first_round, self()})
+      loop(parent, f, expected, good, bad)
     end
 
     defp loop(parent, f, expected, good, bad) do
       receive do
-        :stop -> send(parent, {:looped, self(), good, Enum.take(bad, 5)})
+        :stop ->
+          {good, bad} = round(f, expected, good, bad)
+          send(parent, {:looped, self(), good, Enum.take(bad, 5)})
       after
         0 ->
-          result =
-            try do
-              run_all(f)
-            catch
-              kind, reason -> {:raised, kind, reason, Enum.take(__STACKTRACE__, 3)}
-            end
-
-          if result == expected,
-            do: loop(parent, f, expected, good + 1, bad),
-            else: loop(parent, f, expected, good, [result | bad])
+          {good, bad} = round(f, expected, good, bad)
+          loop(parent, f, expected, good, bad)
       end
+    end
+
+    defp round(f, expected, good, bad) do
+      result =
+        try do
+          run_all(f)
+        catch
+          kind, reason -> {:raised, kind, reason, Enum.take(__STACKTRACE__, 3)}
+        end
+
+      if result == expected, do: {good + 1, bad}, else: {good, [result | bad]}
     end
   end
 
@@ -135,6 +144,9 @@ defmodule HRW.ReloadTest do
     # On the peer: structures, their expected answers, and the loopers.
     {fixtures, expected, loopers} = :erpc.call(node, ReloadDriver, :start, [me, @loopers])
     refs = Map.new(loopers, &{Process.monitor(&1), &1})
+    # The operations start once every looper is running rounds, however slow the
+    # machine.
+    for pid <- loopers, do: assert_receive({:first_round, ^pid}, 60_000)
     for op <- ops, do: run(node, op)
 
     # A process started after the operations answers like the ones before, on the

@@ -41,12 +41,7 @@ defmodule HRW.Utf8MessagesTest do
       ]
   end
 
-  defp message(fun) do
-    _ = fun.()
-    nil
-  rescue
-    e in ArgumentError -> Exception.message(e)
-  end
+  defp message(fun), do: HRW.TestValues.argument_error_message(fun)
 
   defp assert_valid(text, what) do
     assert String.valid?(text), "#{what}: not UTF-8: #{inspect(text, binaries: :as_binaries)}"

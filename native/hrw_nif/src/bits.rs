@@ -18,7 +18,7 @@
 //! checks on every leg of the test matrix that the size is read.
 
 use rustler::sys::{enif_system_info, ErlNifSysInfo, ErlNifTerm};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// `_make_header(ERL_SUB_BIN_SIZE - 2, _TAG_HEADER_SUB_BIN)`: the low 6 bits are
 /// the subtag (0xA << 2, primary tag 00), the rest the arity (3 words follow
@@ -29,33 +29,23 @@ const SUB_BITS_TAG: usize = 0x24;
 const HEADER_TAG_MASK: usize = 0x3F;
 const SUB_BIN_ARITY: usize = 3;
 
-/// 0 = not yet decided, then one of the layouts below, or `OFF`.
-static STATE: AtomicU8 = AtomicU8::new(0);
-/// The header tag of this VM's sub-binaries, or `NO_TAG` while none is known: the
-/// one value the per-binary check compares with.
-static SUB_TAG: AtomicUsize = AtomicUsize::new(NO_TAG);
-/// Above `HEADER_TAG_MASK`: no header matches it.
-const NO_TAG: usize = 0x40;
-/// `ErlSubBin` (little-endian only: the bit offset's byte position in its word).
-const SUB_BIN: u8 = 1;
-/// `ErlSubBits`.
-const SUB_BITS: u8 = 2;
-const OFF: u8 = 3;
+/// The header tag of this VM's sub-binaries, the one value the per-binary check
+/// compares with (its layout follows from it); or `UNDECIDED` before [`detect`],
+/// or `OFF`. Both are above `HEADER_TAG_MASK`, so no header matches them.
+static SUB_TAG: AtomicUsize = AtomicUsize::new(UNDECIDED);
+const UNDECIDED: usize = 0x80;
+const OFF: usize = 0x40;
 
 /// Decides the layout for this VM; called by the NIF's load and upgrade callbacks
-/// (init.rs), so that the per-binary check below reads a settled value.
+/// (init.rs), so that the per-binary check below reads a settled value. A layout
+/// turned off ([`disable`]) stays off across reloads.
 pub fn detect() {
-    if STATE.load(Ordering::Relaxed) == 0 {
-        let layout = match erts_major() {
-            Some(13 | 14) if cfg!(target_endian = "little") => SUB_BIN,
-            Some(15..=17) => SUB_BITS,
+    if SUB_TAG.load(Ordering::Relaxed) == UNDECIDED {
+        let tag = match erts_major() {
+            // `ErlSubBin` (little-endian only: the bit offset's byte in its word).
+            Some(13 | 14) if cfg!(target_endian = "little") => SUB_BIN_TAG,
+            Some(15..=17) => SUB_BITS_TAG,
             _ => OFF,
-        };
-        STATE.store(layout, Ordering::Relaxed);
-        let tag = match layout {
-            SUB_BIN => SUB_BIN_TAG,
-            SUB_BITS => SUB_BITS_TAG,
-            _ => NO_TAG,
         };
         SUB_TAG.store(tag, Ordering::Relaxed);
     }
@@ -80,8 +70,7 @@ fn erts_major() -> Option<u32> {
 
 /// A read that the VM contradicted: never read the layout again.
 pub fn disable() {
-    STATE.store(OFF, Ordering::Relaxed);
-    SUB_TAG.store(NO_TAG, Ordering::Relaxed);
+    SUB_TAG.store(OFF, Ordering::Relaxed);
 }
 
 /// The byte size of `raw`, a term the VM says is a whole-byte binary, when it is
@@ -112,14 +101,13 @@ pub fn unaligned_size(raw: ErlNifTerm) -> Option<usize> {
 #[cold]
 #[inline(never)]
 fn sub_binary_size(ptr: *const usize, header: usize) -> Option<usize> {
-    let layout = STATE.load(Ordering::Relaxed);
-    if header >> 6 < SUB_BIN_ARITY || !(layout == SUB_BIN || layout == SUB_BITS) {
+    if header >> 6 < SUB_BIN_ARITY {
         return None;
     }
     // SAFETY: `ptr` is a sub-binary's header whose arity covers the three words
     // after it (checked above).
     unsafe {
-        if layout == SUB_BIN {
+        if header & HEADER_TAG_MASK == SUB_BIN_TAG {
             let size = ptr.add(1).read();
             let bit_offset = (ptr.add(3).read() >> 8) & 0xFF;
             (bit_offset != 0).then_some(size)
