@@ -11,7 +11,7 @@ defmodule HRW.MixProject do
   # No public repository exists yet. This is the one line to set before publishing
   # (`.invalid` can never resolve, so the placeholder cannot point anywhere real).
   @source_url "https://hrw-source.invalid/hrw_native"
-  # Where the release workflow's archives are published (README, "Install"): a
+  # Where the release workflow's archives are published (docs/NATIVE.md): a
   # GitHub release of the tag, as RustlerPrecompiled users do. HRW_NATIVE_BASE_URL
   # overrides it (mirrors, tests).
   @native_base_url "#{@source_url}/releases/download/v#{@version}"
@@ -40,7 +40,7 @@ defmodule HRW.MixProject do
 
   # dev/ holds tooling only this repository runs (`mix hrw.latency`). A dependency
   # is compiled in :prod, so it never reaches a consumer's build or release;
-  # `mix hrw.report` stays in lib/ for users (README, "Install").
+  # `mix hrw.report` stays in lib/ for users (docs/NATIVE.md).
   defp elixirc_paths(:prod), do: ["lib"]
   defp elixirc_paths(_env), do: ["lib", "dev"]
 
@@ -58,7 +58,7 @@ defmodule HRW.MixProject do
       licenses: ["MIT"],
       links: %{"Source" => @source_url},
       files: ~w(
-        lib mix mix.exs .formatter.exs README.md LICENSE CHANGELOG.md docs/HASHING.md
+        lib mix mix.exs .formatter.exs README.md LICENSE CHANGELOG.md docs/HASHING.md docs/NATIVE.md
         checksum-Elixir.HRW.Native.exs
         docs/reference.py native/Cargo.toml native/Cargo.lock
         native/hrw_core/Cargo.toml native/hrw_core/src
