@@ -353,7 +353,8 @@ defmodule HRW.ClusterTest do
           {[name: :x, depth: 65], ~r/:depth must be an integer in 1..64, got: 65/},
           {[name: :x, depth: :deep], ~r/:depth/},
           {[name: :x, callback_timeout: 0], ~r/:callback_timeout/},
-          {[name: :x, cluster_size: :big], ~r/:cluster_size must be a positive integer/},
+          {[name: :x, cluster_size: :big],
+           ~r/:cluster_size must be an integer in 1..4096, got: :big/},
           {[name: String.to_atom(String.duplicate("n", 244))], ~r/at most 243 characters/},
           {[name: nil], ~r/:name must be an atom other than nil/},
           {:not_a_list, ~r/keyword list/}
