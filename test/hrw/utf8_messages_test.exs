@@ -6,7 +6,7 @@ defmodule HRW.Utf8MessagesTest do
 
   import ExUnit.CaptureLog
 
-  # Loose: brief/1 shows 5 × 5 leaves of at most ~90 bytes (the tight bounds are
+  # Loose: brief/1 shows 5 × 5 leaves of at most 64 bytes and a size (the tight bounds are
   # error_message_test.exs's); here what matters is UTF-8.
   @max_message 2_500
 

@@ -213,7 +213,8 @@ defmodule HRW.WeightedTest do
   end
 
   test "tiny weights: owners are distinct and a skeleton equals the list at <= cluster_size" do
-    # The issue's case: a weight below ~1e-290 gave ["b", "c", "c"] for half the keys.
+    # A weight 300 orders of magnitude below the others still ranks its node once:
+    # a cost that underflowed would repeat another node in the ranking.
     nodes = [{"a", 1}, {"b", 1.0e-300}, {"c", 2}]
     skeleton = HRW.build(nodes, scorer: @w)
 
