@@ -240,6 +240,8 @@ defmodule HRW.ClusterTest do
     eventually(fn -> monitors(server) == 0 end, "unsubscribed")
     {_peer, _b} = start_peer(:unsub)
     eventually(fn -> length(HRW.Cluster.members(name)) == 2 end, "the new peer seen")
+    # The server sends its changes before it answers: any change would be here now.
+    _ = :sys.get_state(server)
     refute_received {:hrw_cluster_changed, _, _, _}
   end
 
@@ -313,7 +315,9 @@ defmodule HRW.ClusterTest do
 
   test "a cluster stopped with reason :normal erases its entry; its lookups raise ArgumentError" do
     {:ok, pid} = HRW.Cluster.start(name: :hrw_stopped)
-    assert is_atom(HRW.Cluster.owner(:hrw_stopped, "k"))
+    members = HRW.Cluster.members(:hrw_stopped)
+    assert node() in members
+    assert HRW.Cluster.owner(:hrw_stopped, "k") == HRW.owner("k", members)
     :ok = GenServer.stop(pid)
     refute Process.alive?(pid)
 
@@ -383,7 +387,7 @@ defmodule HRW.ClusterTest do
         value <- [huge, -huge, deep, long, {long, long}] do
       opts = Keyword.put([name: :hrw_huge], key, value)
       error = assert_raise ArgumentError, fn -> HRW.Cluster.start_link(opts) end
-      assert error.message =~ inspect(key) or key == :name
+      assert error.message =~ inspect(key)
       assert byte_size(error.message) < 300, "#{key}: #{byte_size(error.message)} bytes"
     end
 

@@ -215,7 +215,11 @@ defmodule HRW.ReliabilityTest do
       # binary is hashed before the depth check, so a binary leaf one level past
       # the limit is accepted; recursion stays bounded either way. An improper tail
       # that is a list continues the same list: no new level.)
-      if depth <= 256, do: assert(is_integer(HRW.term_id(t)))
+      if depth <= 256 do
+        # The id is the content's: a copy built anew has it, one level less does not.
+        assert HRW.term_id(t) == HRW.term_id(nest(leaf, depth, kind))
+        refute HRW.term_id(t) == HRW.term_id(nest(leaf, depth - 1, kind))
+      end
 
       if depth >= 257 and leaf != "bin" and kind not in [:mixed, :improper_tail] do
         assert_raise ArgumentError, ~r/nested deeper/, fn -> HRW.term_id(t) end
