@@ -28,9 +28,7 @@ defmodule Mix.Tasks.Hrw.Report do
   """
   use Mix.Task
 
-  alias Mix.Tasks.Hrw.Report.Yardsticks
-
-  alias HRW.ReportSVG
+  alias HRW.Report.{SVG, Yardsticks}
 
   @switches [keys: :integer, large: :boolean, out: :string, help: :boolean]
 
@@ -58,7 +56,7 @@ defmodule Mix.Tasks.Hrw.Report do
 
     File.mkdir_p!(out)
     path = Path.join(out, "report.svg")
-    File.write!(path, ReportSVG.render(loads, movement, key_count))
+    File.write!(path, SVG.render(loads, movement, key_count))
     Mix.shell().info("\nWrote #{Path.expand(path)}")
   end
 
