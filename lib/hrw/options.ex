@@ -117,6 +117,18 @@ defmodule HRW.Options do
   @spec fanout!(term(), String.t()) :: pos_integer()
   def fanout!(value, caller), do: integer!(value, caller, :fanout, 2, @max_cluster_size)
 
+  @doc "One of `allowed`, for the option that `what` names, or `ArgumentError`."
+  @spec one_of!(term(), String.t(), [term(), ...]) :: term()
+  def one_of!(value, what, allowed) do
+    if value in allowed do
+      value
+    else
+      {init, [last]} = Enum.split(allowed, -1)
+      choices = Enum.map_join(init, ", ", &inspect/1) <> " or " <> inspect(last)
+      raise ArgumentError, "#{what} must be #{choices}, got: #{HRW.brief(value)}"
+    end
+  end
+
   @doc "A number `>= 0` for option `key` of `caller`, or `ArgumentError`."
   @spec non_neg_number!(term(), String.t(), atom()) :: number()
   def non_neg_number!(value, _caller, _key) when is_number(value) and value >= 0, do: value

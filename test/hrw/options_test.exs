@@ -90,6 +90,11 @@ defmodule HRW.OptionsTest do
     end
   end
 
+  test "a cluster's :structure is one of two" do
+    assert message(fn -> HRW.Cluster.child_spec(name: :x, structure: :tree) end) ==
+             "HRW.Cluster :structure must be :skeleton or :ring, got: :tree"
+  end
+
   test "an :epsilon below 0 is refused with the caller's name" do
     assert message(fn -> HRW.Bounded.assignments(["k"], ["a"], epsilon: -1) end) ==
              "HRW.Bounded.assignments/3 requires :epsilon >= 0, got: -1"

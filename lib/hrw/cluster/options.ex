@@ -38,12 +38,9 @@ defmodule HRW.Cluster.Options do
     HRW.Options.check!(opts, "HRW.Cluster", @options)
 
     name = name!(opts)
-    structure = Keyword.get(opts, :structure, :skeleton)
 
-    unless structure in [:skeleton, :ring] do
-      raise ArgumentError,
-            "HRW.Cluster :structure must be :skeleton or :ring, got: #{HRW.brief(structure)}"
-    end
+    structure = Keyword.get(opts, :structure, :skeleton)
+    _ = HRW.Options.one_of!(structure, "HRW.Cluster :structure", [:skeleton, :ring])
 
     %{
       name: name,
