@@ -38,10 +38,12 @@ defmodule HRW.MixProject do
     [mod: {HRW.Application, []}, extra_applications: [:logger]]
   end
 
-  # dev/ holds tooling only this repository runs (`mix hrw.latency`). A dependency
-  # is compiled in :prod, so it never reaches a consumer's build or release;
-  # `mix hrw.report` stays in lib/ for users (docs/NATIVE.md).
+  # dev/ holds tooling only this repository runs (`mix hrw.latency`), test/support
+  # the helpers the tests share. A dependency is compiled in :prod, so neither
+  # reaches a consumer's build or release; `mix hrw.report` stays in lib/ for
+  # users (docs/NATIVE.md).
   defp elixirc_paths(:prod), do: ["lib"]
+  defp elixirc_paths(:test), do: ["lib", "dev", "test/support"]
   defp elixirc_paths(_env), do: ["lib", "dev"]
 
   # The Hex name `hrw` belongs to the pure-Elixir package this one replaces; the

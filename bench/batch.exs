@@ -18,22 +18,7 @@
 old = HRWBench.old_hrw()
 keys = HRWBench.keys(100_000)
 
-setup = fn n ->
-  nodes = HRWBench.nodes(n)
-  {:ok, ex_hash_ring} = ExHashRing.Ring.start_link(nodes: nodes)
-
-  %{
-    nodes: nodes,
-    ring: HRW.Ring.new(nodes),
-    skeleton: HRW.build(nodes),
-    libring: HashRing.add_nodes(HashRing.new(), nodes),
-    ex_hash_ring: ex_hash_ring,
-    old_skeleton: old && old.build(nodes, [])
-  }
-end
-
-IO.puts("building the rings for #{inspect(HRWBench.sizes())} nodes...")
-inputs = for n <- HRWBench.sizes(), do: {"#{n} nodes", setup.(n)}
+inputs = HRWBench.inputs(old)
 
 jobs = %{
   "hrw owner_batch(skeleton)" => fn %{skeleton: skeleton} -> HRW.owner_batch(keys, skeleton) end,

@@ -101,10 +101,10 @@ defmodule KeysBench do
 
   def libring([], _), do: :ok
 
-  defdelegate libring_new(nodes), to: Mix.Tasks.Hrw.Report.Yardsticks, as: :libring_style
+  defdelegate libring_new(nodes), to: HRW.Report.Yardsticks, as: :libring_style
 
   defdelegate libring_owner(tree, key),
-    to: Mix.Tasks.Hrw.Report.Yardsticks,
+    to: HRW.Report.Yardsticks,
     as: :libring_style_owner
 
   # hrw 0.2.1's bounded greedy: HRW.Bounded runs exactly it given phash2.

@@ -21,23 +21,7 @@
 
 old = HRWBench.old_hrw()
 
-setup = fn n ->
-  nodes = HRWBench.nodes(n)
-  {:ok, ex_hash_ring} = ExHashRing.Ring.start_link(nodes: nodes)
-
-  %{
-    nodes: nodes,
-    ring: HRW.Ring.new(nodes),
-    skeleton: HRW.build(nodes),
-    libring: HashRing.add_nodes(HashRing.new(), nodes),
-    libring_style: HRWBench.libring_style(nodes),
-    ex_hash_ring: ex_hash_ring,
-    old_skeleton: old && old.build(nodes, [])
-  }
-end
-
-IO.puts("building the rings for #{inspect(HRWBench.sizes(), charlists: :as_lists)} nodes...")
-inputs = for n <- HRWBench.sizes(), do: {"#{n} nodes", setup.(n)}
+inputs = HRWBench.inputs(old)
 
 ours = ["hrw owner(list)", "hrw Ring", "hrw skeleton"]
 

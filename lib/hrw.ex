@@ -5,7 +5,7 @@ defmodule HRW do
 
   A drop-in replacement for the hrw 0.2.1 package with the same functions, options
   and return shapes, scored natively by the N3 function over canonical term ids
-  (see the README's "Hashing contract"):
+  (the contract is docs/HASHING.md):
 
     * `owner/3` and `owners/4` on a plain list: stateless, every node is hashed on
       each call (one NIF call).
@@ -184,12 +184,14 @@ defmodule HRW do
 
   ## Options
 
-    * `:cluster_size` - the most nodes in a leaf of the trie; a lookup scans one
-      leaf exactly. Defaults to `16`. At or below this many nodes the skeleton's
-      owners are exactly the list's. Larger leaves mean fewer levels, slightly
-      slower lookups and larger (rarer) key movements when a leaf splits.
-    * `:fanout` - accepted for compatibility with hrw 0.2.1 and shown by `inspect`;
-      the trie is binary (one coin per level) whatever its value. Defaults to `2`.
+    * `:cluster_size` - the most nodes in a leaf of the trie, an integer in
+      `1..4096`; a lookup scans one leaf exactly. Defaults to `16`. At or below this
+      many nodes the skeleton's owners are exactly the list's. Larger leaves mean
+      fewer levels, slightly slower lookups and larger (rarer) key movements when a
+      leaf splits.
+    * `:fanout` - an integer in `2..4096`, accepted for compatibility with hrw 0.2.1
+      and shown by `inspect`; any accepted value gives the same binary trie (one
+      coin per level). Defaults to `2`.
     * `:scorer` - `%HRW{}` (default), `%HRW.Weighted{}` for `{node, weight}` nodes
       (each node's share is `w/Σw`), or an Elixir scorer (lookups then score every
       node with it, exactly but in O(n)).
@@ -231,12 +233,14 @@ defmodule HRW do
   The owners of many keys at once, in key order: equal to
   `Enum.map(keys, &HRW.owner(&1, target, opts))`, in one NIF call.
 
-  Batches above ~0.5 ms of work run on a dirty CPU scheduler, and batches of
-  20,000 keys or more are spread over a pool of one thread fewer than the dirty CPU
-  schedulers (a core is left to the normal schedulers; set the application
-  environment `config :hrw, batch_threads: n` to choose, before the first large
-  batch creates the pool); the calling process waits, other processes keep running. A list target is prepared once for the whole batch.
-  Options as for `owner/3`.
+  A batch whose work exceeds the normal-scheduler budget (400,000 units, about
+  0.4 ms: docs/GUARANTEES.md, "Scheduling"), or has more than 8,192 keys, runs on a dirty
+  CPU scheduler; batches of 20,000 keys or more are spread over a pool of one thread
+  fewer than the dirty CPU schedulers, leaving a core to the normal schedulers. To
+  choose the pool's size, set the application environment
+  `config :hrw, batch_threads: n` before the first batch: the pool is created once.
+  The calling process waits, other processes keep running. A list target is
+  prepared once for the whole batch. Options as for `owner/3`.
 
   Very large results land on the caller's heap: a process that receives a
   10M-element list spends tens of milliseconds in garbage collection, as with any
@@ -272,7 +276,7 @@ defmodule HRW do
 
   @doc """
   The movement plan between two placements: `{key, from, to}` for every key whose
-  owner differs between `before` and `after` (node lists, rings or skeletons), in key
+  owner differs between `before` and `later` (node lists, rings or skeletons), in key
   order. What a cache or store must copy when membership changes.
 
   Owners are compared exactly (`1` and `1.0` are different nodes; `nil` and `false`
@@ -294,7 +298,7 @@ defmodule HRW do
   def moves(keys, before, later, opts \\ []), do: HRW.Batch.moves(keys, before, later, opts)
 
   @doc """
-  The fraction of `keys` whose owner differs between `before` and `after`: a sample
+  The fraction of `keys` whose owner differs between `before` and `later`: a sample
   estimate of how much a membership change moves (`0.0` for no keys). Owners
   compare and options work as for `moves/4`.
 

@@ -37,11 +37,38 @@ defmodule HRWBench do
   def keys(_n, type),
     do: raise(ArgumentError, "unknown key type #{inspect(type)}: binary, integer or tuple")
 
+  @doc """
+  What the lookup benchmarks (`lookup.exs`, `batch.exs`) compare at `n` nodes: the
+  node list, an `HRW.Ring`, a skeleton, a libring `HashRing`, the libring-style
+  ring, an ExHashRing ring process and, when `old` (`old_hrw/0`) is loaded, hrw
+  0.2.1's skeleton (else `nil`).
+  """
+  def targets(n, old) do
+    nodes = nodes(n)
+    {:ok, ex_hash_ring} = ExHashRing.Ring.start_link(nodes: nodes)
+
+    %{
+      nodes: nodes,
+      ring: HRW.Ring.new(nodes),
+      skeleton: HRW.build(nodes),
+      libring: HashRing.add_nodes(HashRing.new(), nodes),
+      libring_style: libring_style(nodes),
+      ex_hash_ring: ex_hash_ring,
+      old_skeleton: old && old.build(nodes, [])
+    }
+  end
+
+  @doc "Benchee inputs: `targets/2` at every size of `sizes/0`, named \"<n> nodes\"."
+  def inputs(old) do
+    IO.puts("building the rings for #{inspect(sizes(), charlists: :as_lists)} nodes...")
+    for n <- sizes(), do: {"#{n} nodes", targets(n, old)}
+  end
+
   @doc "A libring-style ring (the yardstick `mix hrw.report` uses; no package)."
-  defdelegate libring_style(nodes), to: Mix.Tasks.Hrw.Report.Yardsticks
+  defdelegate libring_style(nodes), to: HRW.Report.Yardsticks
 
   @doc "The owner of `key` on a libring-style ring."
-  defdelegate libring_style_owner(tree, key), to: Mix.Tasks.Hrw.Report.Yardsticks
+  defdelegate libring_style_owner(tree, key), to: HRW.Report.Yardsticks
 
   @doc """
   hrw 0.2.1 under a renamed module (it is the app :hrw with the module HRW, like

@@ -77,24 +77,9 @@ defmodule HRW.Bounded do
   end
 
   defp options!(opts) do
-    Options.check!(opts, "HRW.Bounded.assignments/3", [:epsilon, :hash_fn])
-
-    epsilon =
-      case Keyword.get(opts, :epsilon, 0.25) do
-        e when is_number(e) and e >= 0 ->
-          e
-
-        e ->
-          raise ArgumentError,
-                "HRW.Bounded.assignments/3 requires :epsilon >= 0, got: #{HRW.brief(e)}"
-      end
-
-    hash_fn =
-      case Keyword.get(opts, :hash_fn) do
-        f when is_nil(f) or is_function(f, 1) -> f
-        f -> raise ArgumentError, ":hash_fn must be a function of arity 1, got: #{HRW.brief(f)}"
-      end
-
-    {epsilon, hash_fn}
+    caller = "HRW.Bounded.assignments/3"
+    Options.check!(opts, caller, [:epsilon, :hash_fn])
+    epsilon = Options.non_neg_number!(Keyword.get(opts, :epsilon, 0.25), caller, :epsilon)
+    {epsilon, Options.hash_fn!(Keyword.get(opts, :hash_fn))}
   end
 end

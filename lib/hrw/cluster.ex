@@ -155,7 +155,8 @@ defmodule HRW.Cluster do
       structure is built from `{node, weight}` with `scorer: %HRW.Weighted{}`. A
       weight that is not a positive number at most 2^53 fails the evaluation, see
       "Failures".
-    * `:cluster_size` - passed to `HRW.build/2` (`:skeleton` only).
+    * `:cluster_size` - passed to `HRW.build/2` (`:skeleton` only): an integer in
+      1..4096, default 16.
     * `:poll_interval` - with `{:pg, ...}`: poll the group every that many ms
       (an integer in 1..4294967295) instead of monitoring it. Defaults to
       monitoring, or to 1000 ms polling where `:pg.monitor/2` does not exist.

@@ -2,12 +2,16 @@ defmodule HRW.Options do
   @moduledoc false
   # The one home of "is this input valid?" for every public entry point (`HRW`,
   # `HRW.Ring`, `HRW.Skeleton`, `HRW.Bounded`, `HRW.Cluster`, the batches): the
-  # keyword-list check of options, the `:scorer` option, counts, node and key lists
-  # (the one proper-list check). Messages name the caller and show values through
-  # `HRW.brief/1`.
+  # keyword-list check of options, the `:scorer` option, integer ranges, functions,
+  # the skeleton's `:cluster_size` and `:fanout`, counts, node and key lists (the one
+  # proper-list check). Each check looks at values only: none builds a structure.
+  # Messages name the caller and show values through `HRW.brief/1`.
 
   # The NIF takes counts up to 2^32 - 1; nobody has more nodes than that.
   @max_count 0xFFFF_FFFF
+  # A leaf is scanned exactly on every lookup, so its size is bounded; `:fanout`
+  # does not shape the trie and shares the bound only to stay a small integer.
+  @max_cluster_size 4096
 
   @doc """
   Checks that `opts` is a keyword list of `allowed` keys, each given at most once;
@@ -56,11 +60,9 @@ defmodule HRW.Options do
       %HRW.Weighted{hash_fn: nil} ->
         :weighted
 
-      %struct{hash_fn: f} = scorer when struct in [HRW, HRW.Weighted] and is_function(f, 1) ->
+      %struct{hash_fn: f} = scorer when struct in [HRW, HRW.Weighted] ->
+        _ = hash_fn!(f)
         scorer
-
-      %struct{hash_fn: f} when struct in [HRW, HRW.Weighted] ->
-        raise ArgumentError, "hash_fn must be a function of arity 1, got: #{HRW.brief(f)}"
 
       %mod{} = scorer ->
         if function_exported?(mod, :score, 3) do
@@ -90,6 +92,62 @@ defmodule HRW.Options do
                 "#{HRW.brief(other)} runs in Elixir, use it with a plain list"
     end
   end
+
+  @doc """
+  An integer `value` in `min..max` for option `key` of `caller`, or `ArgumentError`
+  saying so.
+  """
+  @spec integer!(term(), String.t(), atom(), integer(), integer()) :: integer()
+  def integer!(value, _caller, _key, min, max)
+      when is_integer(value) and value >= min and value <= max,
+      do: value
+
+  def integer!(value, caller, key, min, max) do
+    raise ArgumentError,
+          "#{caller} #{inspect(key)} must be an integer in #{min}..#{max}, " <>
+            "got: #{HRW.brief(value)}"
+  end
+
+  @doc "A skeleton's `:cluster_size` (nodes in a leaf), an integer in `1..4096`."
+  @spec cluster_size!(term(), String.t()) :: pos_integer()
+  def cluster_size!(value, caller),
+    do: integer!(value, caller, :cluster_size, 1, @max_cluster_size)
+
+  @doc "A skeleton's `:fanout`, an integer in `2..4096`."
+  @spec fanout!(term(), String.t()) :: pos_integer()
+  def fanout!(value, caller), do: integer!(value, caller, :fanout, 2, @max_cluster_size)
+
+  @doc "One of `allowed`, for the option that `what` names, or `ArgumentError`."
+  @spec one_of!(term(), String.t(), [term(), ...]) :: term()
+  def one_of!(value, what, allowed) do
+    if value in allowed do
+      value
+    else
+      {init, [last]} = Enum.split(allowed, -1)
+      choices = Enum.map_join(init, ", ", &inspect/1) <> " or " <> inspect(last)
+      raise ArgumentError, "#{what} must be #{choices}, got: #{HRW.brief(value)}"
+    end
+  end
+
+  @doc "A number `>= 0` for option `key` of `caller`, or `ArgumentError`."
+  @spec non_neg_number!(term(), String.t(), atom()) :: number()
+  def non_neg_number!(value, _caller, _key) when is_number(value) and value >= 0, do: value
+
+  def non_neg_number!(value, caller, key) do
+    raise ArgumentError, "#{caller} requires #{inspect(key)} >= 0, got: #{HRW.brief(value)}"
+  end
+
+  @doc "`nil` or a function of arity 1, for the option that `what` names."
+  @spec function!(term(), String.t()) :: (term() -> term()) | nil
+  def function!(fun, _what) when is_nil(fun) or is_function(fun, 1), do: fun
+
+  def function!(other, what) do
+    raise ArgumentError, "#{what} must be a function of arity 1, got: #{HRW.brief(other)}"
+  end
+
+  @doc "A scorer's or `HRW.Bounded`'s `hash_fn`: `nil` or a function of arity 1."
+  @spec hash_fn!(term()) :: (term() -> integer()) | nil
+  def hash_fn!(fun), do: function!(fun, "hash_fn")
 
   @doc "A non-negative integer count, capped at what the NIF takes."
   @spec count!(term()) :: non_neg_integer()

@@ -4,10 +4,10 @@ defmodule HRW.Ring do
   faster, because each node's id and its N3 preparation are computed once and kept
   in a NIF resource.
 
-  Use it when the node set changes rarely and lookups are frequent, up to tens of
-  thousands of nodes; a lookup scans every node with SIMD (for its cost per node see
-  docs/BENCHMARKS.md, "The core alone").
-  For larger sets use the O(log n) skeleton, `HRW.build/2`.
+  Use it when the node set changes rarely and lookups are frequent, up to thousands
+  of nodes; a lookup scans every node with SIMD (for its cost per node see
+  docs/BENCHMARKS.md, "The core alone"). For larger sets use the O(log n) skeleton,
+  `HRW.build/2`.
 
       ring = HRW.Ring.new(["cache-1", "cache-2", "cache-3"])
       HRW.owner("user:42", ring)           # same as HRW.owner("user:42", nodes)
@@ -17,8 +17,8 @@ defmodule HRW.Ring do
   after a `:erlang.term_to_binary/1` round trip or on another BEAM node: when its
   resource cannot be used there, it is rebuilt once per node and shared by every
   process there while it is in use or recently used (by the `:hrw` application;
-  without it running, each call rebuilds). Rings are immutable and shared by all processes without locks; store them
-  in `:persistent_term` or ETS freely.
+  without it running, each call rebuilds). Rings are immutable and shared by all
+  processes without locks; store them in `:persistent_term` or ETS freely.
   """
 
   alias HRW.{Native, Options, Overrides, Prepared}

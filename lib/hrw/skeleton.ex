@@ -42,19 +42,17 @@ defmodule HRW.Skeleton do
 
   @default_cluster_size 16
   @default_fanout 2
-  # Leaves are scanned on every lookup: keep them small enough for ~1 µs at most.
-  @max_cluster_size 4096
 
   @doc false
   @spec build([term(), ...], keyword()) :: t()
   def build(nodes, opts) do
-    scorer = Options.scorer!(opts, "HRW.build/2", [:scorer, :fanout, :cluster_size, :overrides])
+    caller = "HRW.build/2"
+    scorer = Options.scorer!(opts, caller, [:scorer, :fanout, :cluster_size, :overrides])
     _ = Options.nodes!(nodes)
-    cluster_size = option(opts, :cluster_size, @default_cluster_size, 1)
-    fanout = option(opts, :fanout, @default_fanout, 2)
+    size = Options.cluster_size!(Keyword.get(opts, :cluster_size, @default_cluster_size), caller)
+    fanout = Options.fanout!(Keyword.get(opts, :fanout, @default_fanout), caller)
 
-    overrides =
-      Overrides.new!(Keyword.get(opts, :overrides), "HRW.build/2", not is_struct(scorer))
+    overrides = Overrides.new!(Keyword.get(opts, :overrides), caller, not is_struct(scorer))
 
     case scorer do
       elixir_scorer when is_struct(elixir_scorer) ->
@@ -63,7 +61,7 @@ defmodule HRW.Skeleton do
           weights: nil,
           resource: nil,
           fingerprint: nil,
-          cluster_size: cluster_size,
+          cluster_size: size,
           fanout: fanout,
           scorer: elixir_scorer,
           overrides: overrides
@@ -72,15 +70,14 @@ defmodule HRW.Skeleton do
       native ->
         weighted? = native == :weighted
 
-        {resource, nodes, weights, fingerprint} =
-          Native.skeleton_new(nodes, weighted?, cluster_size)
+        {resource, nodes, weights, fingerprint} = Native.skeleton_new(nodes, weighted?, size)
 
         %__MODULE__{
           nodes: nodes,
           weights: weights,
           resource: resource,
           fingerprint: fingerprint,
-          cluster_size: cluster_size,
+          cluster_size: size,
           fanout: fanout,
           scorer: if(weighted?, do: %HRW.Weighted{}, else: %HRW{}),
           overrides: overrides
@@ -124,18 +121,6 @@ defmodule HRW.Skeleton do
   """
   @spec size(t()) :: non_neg_integer()
   def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
-
-  defp option(opts, name, default, min) do
-    case Keyword.get(opts, name, default) do
-      value when is_integer(value) and value >= min and value <= @max_cluster_size ->
-        value
-
-      other ->
-        raise ArgumentError,
-              "HRW.build/2 option #{inspect(name)} must be an integer in " <>
-                "#{min}..#{@max_cluster_size}, got: #{HRW.brief(other)}"
-    end
-  end
 
   defimpl Inspect do
     def inspect(skeleton, _opts) do

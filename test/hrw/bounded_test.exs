@@ -83,7 +83,8 @@ defmodule HRW.BoundedTest do
       before = HRW.Bounded.assignments(keys, nodes, epsilon: epsilon)
       later = HRW.Bounded.assignments(keys, ["node-new" | nodes], epsilon: epsilon)
       moved = Enum.count(keys, &(before[&1] != later[&1])) / length(keys)
-      # The ideal is 1/101 ≈ 1%; hrw's greedy moves ~2.9% at epsilon 0 and ~1.1% at 0.25.
+      # The ideal is the new node's share, 1/101 ≈ 1%; the greedy cascades a few more
+      # keys when a full node passes one on, which the 6% bound leaves room for.
       assert moved < 0.06, "epsilon #{epsilon}: moved #{moved}"
     end
   end

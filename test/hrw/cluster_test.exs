@@ -240,6 +240,8 @@ defmodule HRW.ClusterTest do
     eventually(fn -> monitors(server) == 0 end, "unsubscribed")
     {_peer, _b} = start_peer(:unsub)
     eventually(fn -> length(HRW.Cluster.members(name)) == 2 end, "the new peer seen")
+    # The server sends its changes before it answers: any change would be here now.
+    _ = :sys.get_state(server)
     refute_received {:hrw_cluster_changed, _, _, _}
   end
 
@@ -313,7 +315,9 @@ defmodule HRW.ClusterTest do
 
   test "a cluster stopped with reason :normal erases its entry; its lookups raise ArgumentError" do
     {:ok, pid} = HRW.Cluster.start(name: :hrw_stopped)
-    assert is_atom(HRW.Cluster.owner(:hrw_stopped, "k"))
+    members = HRW.Cluster.members(:hrw_stopped)
+    assert node() in members
+    assert HRW.Cluster.owner(:hrw_stopped, "k") == HRW.owner("k", members)
     :ok = GenServer.stop(pid)
     refute Process.alive?(pid)
 
@@ -353,7 +357,8 @@ defmodule HRW.ClusterTest do
           {[name: :x, depth: 65], ~r/:depth must be an integer in 1..64, got: 65/},
           {[name: :x, depth: :deep], ~r/:depth/},
           {[name: :x, callback_timeout: 0], ~r/:callback_timeout/},
-          {[name: :x, cluster_size: :big], ~r/:cluster_size must be a positive integer/},
+          {[name: :x, cluster_size: :big],
+           ~r/:cluster_size must be an integer in 1..4096, got: :big/},
           {[name: String.to_atom(String.duplicate("n", 244))], ~r/at most 243 characters/},
           {[name: nil], ~r/:name must be an atom other than nil/},
           {:not_a_list, ~r/keyword list/}
@@ -382,7 +387,7 @@ defmodule HRW.ClusterTest do
         value <- [huge, -huge, deep, long, {long, long}] do
       opts = Keyword.put([name: :hrw_huge], key, value)
       error = assert_raise ArgumentError, fn -> HRW.Cluster.start_link(opts) end
-      assert error.message =~ inspect(key) or key == :name
+      assert error.message =~ inspect(key)
       assert byte_size(error.message) < 300, "#{key}: #{byte_size(error.message)} bytes"
     end
 

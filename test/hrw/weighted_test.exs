@@ -196,7 +196,10 @@ defmodule HRW.WeightedTest do
 
   test "score/3 is exact for every valid weight and orders nodes as owners are chosen" do
     for weight <- [1.0e-310, 5.0e-324, 1, 2 ** 53, 0.5] do
-      assert is_integer(HRW.Weighted.score(@w, "k", {"a", weight}))
+      # (2^64 - 1 - cost) * 2^64 + the N3 score (HRW.Weighted.score/3's doc).
+      score = HRW.Weighted.score(@w, "k", {"a", weight})
+      assert score in 0..(2 ** 128 - 1)
+      assert rem(score, 2 ** 64) == HRW.score(%HRW{}, "k", "a")
     end
 
     nodes = [{"a", 1.0e-310}, {"b", 5.0e-324}, {"c", 1.0e-300}]
@@ -213,7 +216,8 @@ defmodule HRW.WeightedTest do
   end
 
   test "tiny weights: owners are distinct and a skeleton equals the list at <= cluster_size" do
-    # The issue's case: a weight below ~1e-290 gave ["b", "c", "c"] for half the keys.
+    # A weight 300 orders of magnitude below the others still ranks its node once:
+    # a cost that underflowed would repeat another node in the ranking.
     nodes = [{"a", 1}, {"b", 1.0e-300}, {"c", 2}]
     skeleton = HRW.build(nodes, scorer: @w)
 

@@ -2,8 +2,9 @@ defmodule HRW.Cluster.Options do
   @moduledoc false
   # The options of `HRW.Cluster` (its "Options" and "Names" sections): checked once,
   # when the server starts or `child_spec/1` is built, into the server's settings;
-  # and the `back:` option of its lookups. The keyword-list check itself is
-  # `HRW.Options.check!/3`, the one every entry point uses.
+  # and the `back:` option of its lookups. The checks themselves (keyword list,
+  # integer ranges, functions, the skeleton's `:cluster_size`) are `HRW.Options`'s,
+  # the ones every entry point uses; this module says which option takes which.
 
   @default_debounce 100
   @default_callback_timeout 5_000
@@ -37,12 +38,9 @@ defmodule HRW.Cluster.Options do
     HRW.Options.check!(opts, "HRW.Cluster", @options)
 
     name = name!(opts)
-    structure = Keyword.get(opts, :structure, :skeleton)
 
-    unless structure in [:skeleton, :ring] do
-      raise ArgumentError,
-            "HRW.Cluster :structure must be :skeleton or :ring, got: #{HRW.brief(structure)}"
-    end
+    structure = Keyword.get(opts, :structure, :skeleton)
+    _ = HRW.Options.one_of!(structure, "HRW.Cluster :structure", [:skeleton, :ring])
 
     %{
       name: name,
@@ -84,15 +82,9 @@ defmodule HRW.Cluster.Options do
       {:ok, _} when structure != :skeleton ->
         raise ArgumentError, "HRW.Cluster :cluster_size applies to structure: :skeleton only"
 
-      {:ok, size} when is_integer(size) and size > 0 and size <= @max_ms ->
-        # Range checked by HRW.build/2 itself, on a throwaway skeleton, now rather
-        # than at the first change.
-        _ = HRW.build([:probe], cluster_size: size)
-        [cluster_size: size]
-
-      {:ok, other} ->
-        raise ArgumentError,
-              "HRW.Cluster :cluster_size must be a positive integer, got: #{HRW.brief(other)}"
+      {:ok, size} ->
+        # Checked now, by the same check as HRW.build/2's, rather than at the first change.
+        [cluster_size: HRW.Options.cluster_size!(size, "HRW.Cluster")]
     end
   end
 
@@ -104,17 +96,8 @@ defmodule HRW.Cluster.Options do
           "HRW.Cluster :source must be :nodes or {:pg, scope, group}, got: #{HRW.brief(other)}"
   end
 
-  defp integer!(opts, key, default, min, max) do
-    case Keyword.get(opts, key, default) do
-      value when is_integer(value) and value >= min and value <= max ->
-        value
-
-      other ->
-        raise ArgumentError,
-              "HRW.Cluster #{inspect(key)} must be an integer in #{min}..#{max}, " <>
-                "got: #{HRW.brief(other)}"
-    end
-  end
+  defp integer!(opts, key, default, min, max),
+    do: HRW.Options.integer!(Keyword.get(opts, key, default), "HRW.Cluster", key, min, max)
 
   defp poll_interval!(opts) do
     if Keyword.has_key?(opts, :poll_interval),
@@ -156,13 +139,7 @@ defmodule HRW.Cluster.Options do
       "got: #{HRW.brief(value)}"
   end
 
-  defp weight_fn!(nil), do: nil
-  defp weight_fn!(fun) when is_function(fun, 1), do: fun
-
-  defp weight_fn!(other) do
-    raise ArgumentError,
-          "HRW.Cluster :weight_fn must be a function of arity 1, got: #{HRW.brief(other)}"
-  end
+  defp weight_fn!(fun), do: HRW.Options.function!(fun, "HRW.Cluster :weight_fn")
 
   @doc """
   Whether `name` is a valid cluster name: an atom other than `nil`, `true` and

@@ -28,9 +28,7 @@ defmodule Mix.Tasks.Hrw.Report do
   """
   use Mix.Task
 
-  alias Mix.Tasks.Hrw.Report.Yardsticks
-
-  alias HRW.ReportSVG
+  alias HRW.Report.{SVG, Yardsticks}
 
   @switches [keys: :integer, large: :boolean, out: :string, help: :boolean]
 
@@ -58,7 +56,7 @@ defmodule Mix.Tasks.Hrw.Report do
 
     File.mkdir_p!(out)
     path = Path.join(out, "report.svg")
-    File.write!(path, ReportSVG.render(loads, movement, key_count))
+    File.write!(path, SVG.render(loads, movement, key_count))
     Mix.shell().info("\nWrote #{Path.expand(path)}")
   end
 
@@ -172,8 +170,9 @@ defmodule Mix.Tasks.Hrw.Report do
     nodes |> Enum.sort() |> Enum.dedup() |> Enum.max_by(&:erlang.phash2({key, &1}))
   end
 
-  # Median over 7 batches of the per-call time, each batch ~10-20 ms of work for a
-  # call costing about `weight` units, on the keys `key.(1)`, `key.(2)`, ...
+  # Median over 7 batches of the per-call time. A batch holds 200,000 / `weight`
+  # calls (20 to 20,000), so a costlier call (`weight`) gets fewer repetitions and
+  # every figure takes a similar time; the keys are `key.(1)`, `key.(2)`, ...
   defp median_ns(fun, weight, key \\ &"k#{&1}") do
     per_batch = max(20, min(20_000, div(2_000_000, weight * 10)))
     keys = Enum.map(1..per_batch, key)

@@ -1,4 +1,4 @@
-defmodule Mix.Tasks.Hrw.Report.Yardsticks do
+defmodule HRW.Report.Yardsticks do
   @moduledoc false
   # What `mix hrw.report` and the benchmark scripts compare hrw with, written here
   # (not other projects' code), so they need no package: libring's algorithm, a

@@ -1,6 +1,7 @@
-defmodule HRW.ReportSVG do
+defmodule HRW.Report.SVG do
   @moduledoc false
-  # The picture of `mix hrw.report`: hand-written SVG, no external tools.
+  # The picture of `mix hrw.report` (lib/mix/tasks/hrw.report.ex): hand-written SVG,
+  # no external tools.
   # Left: histogram of keys per node at the largest size up to 1000 nodes, list and
   # skeleton. Right: keys moved by one join or leave, as a multiple of the ideal 1/N,
   # against the node count (log scale).
