@@ -110,17 +110,6 @@ defmodule HRW do
 
   # The common calls, with no options, skip option parsing.
   def owner(key, nodes, []) when is_list(nodes), do: Native.list_owner(key, nodes, false)
-  # The hot paths on a prepared structure match its fields here, in the caller, and
-  # go straight to the NIF boundary: `HRW.Prepared.owner/2` has the same first two
-  # clauses, but the extra call measured 10-18 ns more per lookup (~25-40%).
-  def owner(key, %HRW.Skeleton{resource: r, nodes: nodes, overrides: nil} = skeleton, [])
-      when is_reference(r),
-      do: Native.skeleton_owner(r, nodes, skeleton, key)
-
-  def owner(key, %HRW.Ring{resource: r, nodes: nodes, overrides: nil} = ring, [])
-      when is_reference(r),
-      do: Native.ring_owner(r, nodes, ring, key)
-
   def owner(key, target, []) when is_prepared(target), do: Prepared.owner(target, key)
 
   def owner(key, target, opts) when is_prepared(target) do
@@ -231,7 +220,8 @@ defmodule HRW do
   The owners of many keys at once, in key order: equal to
   `Enum.map(keys, &HRW.owner(&1, target, opts))`, in one NIF call.
 
-  Batches above ~0.5 ms of work run on a dirty CPU scheduler, and batches of
+  Batches whose work exceeds the budget of one normal-scheduler NIF call run on a
+  dirty CPU scheduler, and batches of
   20,000 keys or more are spread over a pool of one thread fewer than the dirty CPU
   schedulers (a core is left to the normal schedulers; set the application
   environment `config :hrw, batch_threads: n` to choose, before the first large
@@ -239,7 +229,7 @@ defmodule HRW do
   Options as for `owner/3`.
 
   Very large results land on the caller's heap: a process that receives a
-  10M-element list spends tens of milliseconds in garbage collection, as with any
+  10M-element list spends a long time in garbage collection, as with any
   list that size, so run such batches in a process of their own.
 
   On a ring or skeleton with overrides the batch is computed natively, then the

@@ -1,11 +1,12 @@
 defmodule HRW.Prepared do
   @moduledoc false
-  # The one module that knows the prepared targets, `HRW.Ring` and `HRW.Skeleton`:
-  # how each kind is looked up, singly (`owner/2`, `owners/3`) and in batches
-  # (`batch_target/1`, the tuple the batch NIFs take), what its overrides and
-  # Elixir-scored form change, and how a stale one is rebuilt (`rebuilt/1`, through
-  # the node-wide `HRW.Prepared.Cache`). `HRW`, `HRW.Batch` and `HRW.Native` call
-  # it; the struct modules build and document.
+  # The one module that decides ring or skeleton: how each kind of prepared target,
+  # `HRW.Ring` and `HRW.Skeleton`, is looked up, singly (`owner/2`, `owners/3`) and
+  # in batches (`nif_target/1`: every target as the batch NIFs take it, node lists
+  # included, `list_target/2`), what its overrides and Elixir-scored form change,
+  # and how a stale one is rebuilt (`rebuilt/1`, through the node-wide
+  # `HRW.Prepared.Cache`). `HRW`, `HRW.Batch` and `HRW.Native` call it; the struct
+  # modules build and document.
   #
   # Both structs keep their distinct nodes beside a NIF resource, so a struct whose
   # resource cannot be used here (it came from another BEAM node, or from a binary
@@ -25,7 +26,8 @@ defmodule HRW.Prepared do
   @doc """
   The owner of `key`. Without overrides a native structure goes straight to the NIF
   boundary: the struct is matched here, once, and `HRW.Native` holds only the `try`
-  that repeats the call on a rebuilt resource.
+  that repeats the call on a rebuilt resource. (`HRW.owner/3` calls this for every
+  prepared target.)
   """
   @spec owner(t(), term()) :: term()
   def owner(%HRW.Skeleton{resource: r, nodes: nodes, overrides: nil} = skeleton, key)
@@ -82,13 +84,17 @@ defmodule HRW.Prepared do
   def elixir_scored?(prepared) when is_prepared(prepared), do: false
 
   @doc """
-  A batch target as the batch NIFs take it: `{:ring | :skeleton, resource, nodes}`,
-  or a `{:list, nodes, weighted?}` target unchanged.
+  A batch target as the batch NIFs take it (native/hrw_nif/src/batch.rs, `target`):
+  `{:ring | :skeleton, resource, nodes}`, or a `list_target/2` unchanged.
   """
-  @spec batch_target(t() | {:list, list(), boolean()}) :: tuple()
-  def batch_target(%HRW.Ring{resource: r, nodes: nodes}), do: {:ring, r, nodes}
-  def batch_target(%HRW.Skeleton{resource: r, nodes: nodes}), do: {:skeleton, r, nodes}
-  def batch_target({:list, _nodes, _weighted?} = list), do: list
+  @spec nif_target(t() | {:list, list(), boolean()}) :: tuple()
+  def nif_target(%HRW.Ring{resource: r, nodes: nodes}), do: {:ring, r, nodes}
+  def nif_target(%HRW.Skeleton{resource: r, nodes: nodes}), do: {:skeleton, r, nodes}
+  def nif_target({:list, _nodes, _weighted?} = list), do: list
+
+  @doc "The batch target of a checked node list, scored weighted or not."
+  @spec list_target(list(), boolean()) :: {:list, list(), boolean()}
+  def list_target(nodes, weighted?), do: {:list, nodes, weighted?}
 
   # -- stale structures --------------------------------------------------------------
 
