@@ -337,7 +337,12 @@ defmodule HRW.BudgetTest do
     # moves over separately copied 1 MB nodes compared them as terms for each key;
     # now each node is hashed once and paid for (or the call goes dirty).
     {outcome, charged, _} =
-      Native.probe(:batch_moves, [keys, HRW.Prepared.nif_target(ring), HRW.Prepared.nif_target(copied), 1])
+      Native.probe(:batch_moves, [
+        keys,
+        HRW.Prepared.nif_target(ring),
+        HRW.Prepared.nif_target(copied),
+        1
+      ])
 
     assert outcome == :needs_dirty or charged >= 6 * div(1_000_000, 16)
 

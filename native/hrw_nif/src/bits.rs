@@ -15,7 +15,7 @@ mod layout;
 use rustler::sys::{enif_system_info, ErlNifSysInfo, ErlNifTerm};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use layout::{HEADER_TAG_MASK, SUB_BITS_TAG, SUB_BIN_TAG};
+use layout::{HEADER_TAG_MASK, SUB_BIN_TAG, SUB_BITS_TAG};
 
 /// The header tag of this VM's sub-binaries, the one value the per-binary check
 /// compares with (its layout follows from it); or `UNDECIDED` before [`detect`],

@@ -85,12 +85,7 @@ pub struct Keys {
 /// each key before its id (a normal call stops as soon as it is over budget,
 /// without first measuring the whole list, except that a list of more than
 /// [`DIRTY_KEYS`] keys asks for a dirty scheduler first).
-pub fn walk_keys(
-    keys: Term,
-    per_key: u64,
-    keep_terms: bool,
-    budget: &mut Budget,
-) -> Outcome<Keys> {
+pub fn walk_keys(keys: Term, per_key: u64, keep_terms: bool, budget: &mut Budget) -> Outcome<Keys> {
     // A dirty call sizes its buffers once (no reallocation of large vectors); a
     // normal one may stop early, so it grows them as it goes.
     let expected = if budget.is_limited() {

@@ -21,23 +21,23 @@
 //! Every NIF is declared by one `nif!` line beside the function it wraps (nif.rs);
 //! lib/hrw/native.ex holds its stubs.
 
-mod errors;
-mod budget;
-mod nif;
+mod batch;
 mod bits;
-mod tuple_view;
-mod term_id;
+mod bounded;
+mod budget;
 mod cells;
-mod weighted;
-mod nodeset;
+mod errors;
+mod init;
 mod list;
-mod resource;
+mod nif;
+mod nodeset;
 mod prepared;
+mod resource;
 mod ring;
 mod skeleton;
-mod batch;
-mod bounded;
-mod init;
+mod term_id;
+mod tuple_view;
+mod weighted;
 
 use std::alloc::{GlobalAlloc, Layout};
 

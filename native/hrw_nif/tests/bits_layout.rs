@@ -6,7 +6,7 @@
 #[allow(dead_code)]
 mod layout;
 
-use layout::{unaligned_size, SUB_BITS_TAG, SUB_BIN_TAG, TAG_PTR_MASK};
+use layout::{unaligned_size, SUB_BIN_TAG, SUB_BITS_TAG, TAG_PTR_MASK};
 
 /// A fake object: a header and three words, aligned as heap words are.
 #[repr(C, align(8))]
@@ -96,6 +96,10 @@ fn literal_terms_are_untagged_with_three_bits_on_64_bit() {
 /// ERTS's `TAG_PTR_MASK__` (erl_term.h): 0x7 on 64-bit, 0x3 on 32-bit.
 #[test]
 fn the_mask_is_erts_mask_for_the_word_size() {
-    let expected = if cfg!(target_pointer_width = "64") { 0x7 } else { 0x3 };
+    let expected = if cfg!(target_pointer_width = "64") {
+        0x7
+    } else {
+        0x3
+    };
     assert_eq!(TAG_PTR_MASK, expected);
 }
