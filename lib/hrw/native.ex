@@ -16,8 +16,8 @@ defmodule HRW.Native do
   # NIFs raise `ArgumentError` themselves for bad input. A ring or skeleton whose
   # resource cannot be used in this VM (it came from another node, or from a binary
   # whose resource was collected) makes the NIF raise `:hrw_stale_resource`: the
-  # wrappers below rebuild the struct (`HRW.Prepared.rebuilt/1`, shared by the
-  # node's processes) and call once more.
+  # wrappers below, and `HRW.Prepared.owner/2`, rebuild the struct
+  # (`HRW.Prepared.rebuilt/1`, shared by the node's processes) and call once more.
   #
   # No fun in this module. Loading HRW.Native again (a hot upgrade, `r/1`) points
   # the funs of the loaded instance at the new one as soon as it is loaded, before
@@ -152,30 +152,11 @@ defmodule HRW.Native do
   @doc false
   def dirty_runs, do: :erlang.nif_error(:nif_not_loaded)
 
-  # -- lookups on a prepared structure, rebuilt once when stale ---------------------
+  # -- replicas on a prepared structure, rebuilt once when stale ---------------------
 
   # `HRW.Prepared` matches the struct's fields and passes them with the struct,
-  # which is needed again only for a stale rebuild: the hot path matches once.
-
-  @doc false
-  @spec ring_owner(reference(), tuple(), HRW.Ring.t(), term()) :: term()
-  def ring_owner(resource, nodes, ring, key) do
-    elem(nodes, ring_owner(resource, key))
-  catch
-    :error, :hrw_stale_resource ->
-      %{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(ring)
-      elem(nodes, ring_owner(resource, key))
-  end
-
-  @doc false
-  @spec skeleton_owner(reference(), tuple(), HRW.Skeleton.t(), term()) :: term()
-  def skeleton_owner(resource, nodes, skeleton, key) do
-    elem(nodes, skeleton_owner(resource, key))
-  catch
-    :error, :hrw_stale_resource ->
-      %{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(skeleton)
-      elem(nodes, skeleton_owner(resource, key))
-  end
+  # which is needed again only for a stale rebuild. (Single owners are looked up
+  # in `HRW.Prepared.owner/2` itself: one call fewer on the hot path.)
 
   @doc false
   @spec ring_owners(reference(), tuple(), HRW.Ring.t(), term(), non_neg_integer()) :: [term()]

@@ -24,31 +24,47 @@ defmodule HRW.Prepared do
   # -- lookups ---------------------------------------------------------------------
 
   @doc """
-  The owner of `key`. Without overrides a native structure goes straight to the NIF
-  boundary: the struct is matched here, once, and `HRW.Native` holds only the `try`
-  that repeats the call on a rebuilt resource. (`HRW.owner/3` calls this for every
-  prepared target.)
+  The owner of `key`. Without overrides a native structure goes straight to its
+  NIF: the struct is matched here, once, and a stale resource (`:hrw_stale_resource`)
+  is rebuilt and asked once more. (`HRW.owner/3` calls this for every prepared
+  target.)
   """
   @spec owner(t(), term()) :: term()
   def owner(%HRW.Skeleton{resource: r, nodes: nodes, overrides: nil} = skeleton, key)
-      when is_reference(r),
-      do: Native.skeleton_owner(r, nodes, skeleton, key)
+      when is_reference(r) do
+    elem(nodes, Native.skeleton_owner(r, key))
+  catch
+    :error, :hrw_stale_resource -> stale_owner(skeleton, key)
+  end
 
-  def owner(%HRW.Ring{resource: r, nodes: nodes, overrides: nil} = ring, key),
-    do: Native.ring_owner(r, nodes, ring, key)
+  def owner(%HRW.Ring{resource: r, nodes: nodes, overrides: nil} = ring, key) do
+    elem(nodes, Native.ring_owner(r, key))
+  catch
+    :error, :hrw_stale_resource -> stale_owner(ring, key)
+  end
 
   def owner(%HRW.Skeleton{resource: nil, scorer: scorer, overrides: nil} = skeleton, key),
     do: Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
 
   # Anything else in the resource field that the NIF cannot use is rebuilt there.
-  def owner(%HRW.Skeleton{resource: r, nodes: nodes, overrides: nil} = skeleton, key),
-    do: Native.skeleton_owner(r, nodes, skeleton, key)
+  def owner(%HRW.Skeleton{overrides: nil} = skeleton, key), do: stale_owner(skeleton, key)
 
   def owner(%{overrides: overrides} = prepared, key) do
     case Overrides.owner(overrides, key) do
       {:ok, node} -> node
       :error -> owner(%{prepared | overrides: nil}, key)
     end
+  end
+
+  # The owner of `key` in the rebuilt structure (once: a rebuilt resource is live).
+  defp stale_owner(%HRW.Skeleton{} = skeleton, key) do
+    %{nodes: nodes, resource: r} = rebuilt(skeleton)
+    elem(nodes, Native.skeleton_owner(r, key))
+  end
+
+  defp stale_owner(%HRW.Ring{} = ring, key) do
+    %{nodes: nodes, resource: r} = rebuilt(ring)
+    elem(nodes, Native.ring_owner(r, key))
   end
 
   @doc "The best `count` owners of `key` (a checked count), overrides first."
