@@ -117,17 +117,21 @@ macro_rules! nif {
                 let $e = unsafe { rustler::Env::new(&lifetime, nif_env) };
                 // SAFETY: `argc` terms at `argv`, valid for the call.
                 let args = unsafe { std::slice::from_raw_parts(argv, argc.max(0) as usize) };
+                // The answer is encoded inside the closure: the success path then
+                // returns the raw term as it is, and only errors and panics go
+                // through rustler's `handle_nif_result`.
                 let result = std::panic::catch_unwind(move || {
                     let mut budget = $crate::budget::Budget::normal();
                     let outcome = $crate::nif::nif!(@call $e, args, &mut budget, [$($pass,)?] $f $(::<$g>)? ($($arg),*));
                     $crate::budget::report_timeslice($e, &budget);
                     match outcome {
+                        Ok(value) => Ok(Some(rustler::Encoder::encode(&value, $e).as_c_arg())),
                         Err($crate::errors::Failure::NeedsDirty) => Ok(None),
-                        other => Ok::<_, rustler::Error>(Some(other?)),
+                        Err(failure) => Err(rustler::Error::from(failure)),
                     }
                 });
-                let result = match result {
-                    Ok(Ok(Some(value))) => Ok(Ok(value)),
+                let result: std::thread::Result<rustler::NifResult<rustler::Term>> = match result {
+                    Ok(Ok(Some(raw))) => return raw,
                     Ok(Ok(None)) => {
                         // SAFETY: this call's env and its own arguments, valid for the
                         // rescheduled call, which reads `argc` of them.
