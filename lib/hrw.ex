@@ -110,6 +110,12 @@ defmodule HRW do
 
   # The common calls, with no options, skip option parsing.
   def owner(key, nodes, []) when is_list(nodes), do: Native.list_owner(key, nodes, false)
+  # A ring or skeleton with a live resource and no overrides: its fields are
+  # matched here, once, and `HRW.Prepared.lookup/5` picks its NIF.
+  def owner(key, %kind{resource: r, nodes: nodes, overrides: nil} = target, [])
+      when is_reference(r) and (kind == HRW.Ring or kind == HRW.Skeleton),
+      do: Prepared.lookup(kind, r, nodes, target, key)
+
   def owner(key, target, []) when is_prepared(target), do: Prepared.owner(target, key)
 
   def owner(key, target, opts) when is_prepared(target) do

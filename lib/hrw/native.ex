@@ -16,7 +16,7 @@ defmodule HRW.Native do
   # NIFs raise `ArgumentError` themselves for bad input. A ring or skeleton whose
   # resource cannot be used in this VM (it came from another node, or from a binary
   # whose resource was collected) makes the NIF raise `:hrw_stale_resource`: the
-  # wrappers below, and `HRW.Prepared.owner/2`, rebuild the struct
+  # wrappers below, and `HRW.Prepared.lookup/5`, rebuild the struct
   # (`HRW.Prepared.rebuilt/1`, shared by the node's processes) and call once more.
   #
   # No fun in this module. Loading HRW.Native again (a hot upgrade, `r/1`) points
@@ -156,7 +156,7 @@ defmodule HRW.Native do
 
   # `HRW.Prepared` matches the struct's fields and passes them with the struct,
   # which is needed again only for a stale rebuild. (Single owners are looked up
-  # in `HRW.Prepared.owner/2` itself: one call fewer on the hot path.)
+  # in `HRW.Prepared.lookup/5` itself: one call fewer on the hot path.)
 
   @doc false
   @spec ring_owners(reference(), tuple(), HRW.Ring.t(), term(), non_neg_integer()) :: [term()]

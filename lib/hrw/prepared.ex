@@ -24,36 +24,47 @@ defmodule HRW.Prepared do
   # -- lookups ---------------------------------------------------------------------
 
   @doc """
-  The owner of `key`. Without overrides a native structure goes straight to its
-  NIF: the struct is matched here, once, and a stale resource (`:hrw_stale_resource`)
-  is rebuilt and asked once more. (`HRW.owner/3` calls this for every prepared
-  target.)
+  The owner of `key`. Without overrides a structure with a live resource goes to
+  `lookup/5`; an Elixir-scored skeleton is scored in Elixir, and a resource that is
+  not a reference is rebuilt. (`HRW.owner/3` calls this, or `lookup/5` directly.)
   """
   @spec owner(t(), term()) :: term()
-  def owner(%HRW.Skeleton{resource: r, nodes: nodes, overrides: nil} = skeleton, key)
-      when is_reference(r) do
-    elem(nodes, Native.skeleton_owner(r, key))
-  catch
-    :error, :hrw_stale_resource -> stale_owner(skeleton, key)
-  end
-
-  def owner(%HRW.Ring{resource: r, nodes: nodes, overrides: nil} = ring, key) do
-    elem(nodes, Native.ring_owner(r, key))
-  catch
-    :error, :hrw_stale_resource -> stale_owner(ring, key)
-  end
+  def owner(%kind{resource: r, nodes: nodes, overrides: nil} = prepared, key)
+      when is_reference(r),
+      do: lookup(kind, r, nodes, prepared, key)
 
   def owner(%HRW.Skeleton{resource: nil, scorer: scorer, overrides: nil} = skeleton, key),
     do: Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
 
   # Anything else in the resource field that the NIF cannot use is rebuilt there.
   def owner(%HRW.Skeleton{overrides: nil} = skeleton, key), do: stale_owner(skeleton, key)
+  def owner(%HRW.Ring{overrides: nil} = ring, key), do: stale_owner(ring, key)
 
   def owner(%{overrides: overrides} = prepared, key) do
     case Overrides.owner(overrides, key) do
       {:ok, node} -> node
       :error -> owner(%{prepared | overrides: nil}, key)
     end
+  end
+
+  @doc """
+  The owner of `key` in the prepared structure of module `kind` (`HRW.Ring` or
+  `HRW.Skeleton`) whose fields `resource` and `nodes` the caller matched: the NIF
+  lookup, and on a stale resource (`:hrw_stale_resource`) one more on the rebuilt
+  structure. The one place that picks a structure's NIF; `owner/2` and the fast
+  path of `HRW.owner/3` call it.
+  """
+  @spec lookup(module(), reference(), tuple(), t(), term()) :: term()
+  def lookup(HRW.Skeleton, r, nodes, skeleton, key) do
+    elem(nodes, Native.skeleton_owner(r, key))
+  catch
+    :error, :hrw_stale_resource -> stale_owner(skeleton, key)
+  end
+
+  def lookup(HRW.Ring, r, nodes, ring, key) do
+    elem(nodes, Native.ring_owner(r, key))
+  catch
+    :error, :hrw_stale_resource -> stale_owner(ring, key)
   end
 
   # The owner of `key` in the rebuilt structure (once: a rebuilt resource is live).
