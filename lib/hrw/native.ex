@@ -1,9 +1,10 @@
 defmodule HRW.Native do
   @moduledoc false
-  # The NIF stubs of native/hrw_nif, one line per NIF, and the one `try` each
-  # lookup on a prepared structure needs. Only `HRW.Native` calls `load_nif`; the
-  # other modules call the functions below, and `HRW.Prepared` alone decides which
-  # NIF a structure takes and encodes batch targets for them.
+  # The NIF stubs of native/hrw_nif, one line per NIF, and the stale-resource
+  # retries of replicas and batches. Only `HRW.Native` loads the library; the other
+  # modules call the functions below. Whether a target is looked up as a ring or a
+  # skeleton, and how batch targets are encoded for the NIFs, is decided in
+  # `HRW.Prepared` alone (`lookup/5`, `nif_target/1`).
   #
   # Every NIF `name` of the library (native/hrw_nif/src/nif.rs, `nif!`) comes as:
   #   * `name`: runs on the caller's scheduler within a work budget, and moves
