@@ -128,19 +128,23 @@ const LENGTH_CHUNK: usize = 64;
 /// Whether `list` has more than `limit` cells, counting at most `limit + 1`
 /// of them, in chunks charged before they are walked.
 pub fn longer_than(list: Term, limit: usize, budget: &mut Budget) -> Outcome<bool> {
-    let mut rest = list;
+    let env = list.get_env().as_c_arg();
+    let mut rest = list.as_c_arg();
     let mut cells = 0usize;
     while cells <= limit {
         budget.charge(LENGTH_CHUNK as u64 * work::ELEMENT)?;
         work::count(LENGTH_CHUNK as u64 * work::ELEMENT);
         for _ in 0..LENGTH_CHUNK {
-            match rest.list_get_cell() {
-                Ok((_, tail)) => {
-                    cells += 1;
-                    rest = tail;
-                }
-                Err(_) => return Ok(cells > limit),
+            let mut head = MaybeUninit::uninit();
+            let mut tail = MaybeUninit::uninit();
+            // SAFETY: valid out-pointers; the call returns 0 unless `rest` is a cons
+            // cell, and then writes its head and tail, terms of this call's env.
+            if unsafe { enif_get_list_cell(env, rest, head.as_mut_ptr(), tail.as_mut_ptr()) } == 0 {
+                return Ok(cells > limit);
             }
+            cells += 1;
+            // SAFETY: written by the successful call.
+            rest = unsafe { tail.assume_init() };
         }
     }
     Ok(true)
