@@ -36,3 +36,21 @@ for n <- [10, 10_000] do
     IO.puts("#{name}@#{n}\t#{Float.round(med, 1)}\t#{Float.round(Enum.min(rounds), 1)}")
   end
 end
+
+# HRW.owner_batch/2 of 100,000 keys ("key-1".."key-100000") on a skeleton of 10k
+# nodes, ns per key (same columns).
+batch_keys = for i <- 1..100_000, do: "key-#{i}"
+batch_target = HRW.build(for i <- 1..10_000, do: "node-#{i}")
+HRW.owner_batch(batch_keys, batch_target)
+
+batch_rounds =
+  for _ <- 1..21 do
+    {us, _} = :timer.tc(fn -> HRW.owner_batch(batch_keys, batch_target) end)
+    us * 1000 / 100_000
+  end
+
+batch_med = batch_rounds |> Enum.sort() |> Enum.at(10)
+
+IO.puts(
+  "owner_batch@10000\t#{Float.round(batch_med, 1)}\t#{Float.round(Enum.min(batch_rounds), 1)}"
+)

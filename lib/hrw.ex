@@ -110,16 +110,11 @@ defmodule HRW do
 
   # The common calls, with no options, skip option parsing.
   def owner(key, nodes, []) when is_list(nodes), do: Native.list_owner(key, nodes, false)
-  # The hot paths on a prepared structure match its fields here, in the caller, and
-  # go straight to the NIF boundary: `HRW.Prepared.owner/2` has the same first two
-  # clauses, but the extra call measured 10-18 ns more per lookup (~25-40%).
-  def owner(key, %HRW.Skeleton{resource: r, nodes: nodes, overrides: nil} = skeleton, [])
-      when is_reference(r),
-      do: Native.skeleton_owner(r, nodes, skeleton, key)
-
-  def owner(key, %HRW.Ring{resource: r, nodes: nodes, overrides: nil} = ring, [])
-      when is_reference(r),
-      do: Native.ring_owner(r, nodes, ring, key)
+  # A ring or skeleton with a live resource and no overrides: its fields are
+  # matched here, once, and `HRW.Prepared.lookup/5` picks its NIF.
+  def owner(key, %kind{resource: r, nodes: nodes, overrides: nil} = target, [])
+      when is_reference(r) and (kind == HRW.Ring or kind == HRW.Skeleton),
+      do: Prepared.lookup(kind, r, nodes, target, key)
 
   def owner(key, target, []) when is_prepared(target), do: Prepared.owner(target, key)
 
@@ -238,12 +233,12 @@ defmodule HRW do
   CPU scheduler; batches of 20,000 keys or more are spread over a pool of one thread
   fewer than the dirty CPU schedulers, leaving a core to the normal schedulers. To
   choose the pool's size, set the application environment
-  `config :hrw, batch_threads: n` before the first batch: the pool is created once.
-  The calling process waits, other processes keep running. A list target is
-  prepared once for the whole batch. Options as for `owner/3`.
+  `config :hrw, batch_threads: n` before the first batch of 20,000 keys or more: that
+  batch creates the pool, once. The calling process waits, other processes keep
+  running. A list target is prepared once for the whole batch. Options as for `owner/3`.
 
   Very large results land on the caller's heap: a process that receives a
-  10M-element list spends tens of milliseconds in garbage collection, as with any
+  10M-element list spends a long time in garbage collection, as with any
   list that size, so run such batches in a process of their own.
 
   On a ring or skeleton with overrides the batch is computed natively, then the

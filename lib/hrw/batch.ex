@@ -1,12 +1,12 @@
 defmodule HRW.Batch do
   @moduledoc false
   # Many keys in one NIF call (see `HRW.owner_batch/3`). Small batches run on the
-  # calling scheduler; batches over the ~0.5 ms work budget move to a dirty CPU
-  # scheduler, where batches of 20,000 keys or more are split over a rayon pool of
-  # one thread fewer than there are dirty CPU schedulers online: the batch leaves a
-  # core to the normal schedulers. (On a 2-core machine that means no split: with
-  # both cores busy, a 1 ms timer on a normal scheduler was seen 100+ ms late.)
-  # Scheduling, stale structures and the NIF's target protocol live in `HRW.Native`.
+  # calling scheduler; batches over the NIF's work budget (native/hrw_nif/src/
+  # budget.rs) move to a dirty CPU scheduler, where batches of 20,000 keys or more
+  # are split over a rayon pool of one thread fewer than there are dirty CPU
+  # schedulers online: the batch leaves a core to the normal schedulers (on a
+  # 2-core machine, no split). Stale structures are rebuilt in `HRW.Native`; the
+  # targets the NIFs take are `HRW.Prepared`'s.
 
   import HRW.Prepared, only: [is_prepared: 1]
 
@@ -51,7 +51,7 @@ defmodule HRW.Batch do
 
   defp native_groups(keys, target, opts, caller) do
     [t] = native_targets(keys, [target], opts, caller)
-    Native.batch_groups(keys, t, threads())
+    Native.groups_of(keys, t, threads())
   end
 
   @spec moves([term()], HRW.target(), HRW.target(), keyword()) :: [{term(), term(), term()}]
@@ -71,7 +71,7 @@ defmodule HRW.Batch do
       Overrides.moves(keys, from, to)
     else
       [a, b] = native_targets(keys, [before, later], opts, caller)
-      Native.batch_moves(keys, a, b, threads())
+      Native.moves_of(keys, a, b, threads())
     end
   end
 
@@ -83,7 +83,7 @@ defmodule HRW.Batch do
 
   defp native_owners(keys, target, opts, caller) do
     [t] = native_targets(keys, [target], opts, caller)
-    owners = Native.batch_owners(keys, t, threads())
+    owners = Native.owners_of(keys, t, threads())
 
     case Prepared.overrides(target) do
       nil -> owners
@@ -107,7 +107,8 @@ defmodule HRW.Batch do
 
   @doc false
   # The rayon pool's size: the `:batch_threads` application setting, else one fewer
-  # than the dirty CPU schedulers online. The pool is created once, at first use.
+  # than the dirty CPU schedulers online. The pool is created once, by the first
+  # batch that is split over it (native/hrw_nif/src/batch.rs, `pool`).
   @spec threads() :: pos_integer()
   def threads do
     case Application.get_env(:hrw, :batch_threads) do
@@ -122,7 +123,7 @@ defmodule HRW.Batch do
   defp native_target(prepared, _opts, _caller) when is_prepared(prepared), do: prepared
 
   defp native_target(nodes, opts, caller) when is_list(nodes) do
-    {:list, Options.nodes!(nodes), Options.scorer!(opts, caller) == :weighted}
+    Prepared.list_target(Options.nodes!(nodes), Options.scorer!(opts, caller) == :weighted)
   end
 
   defp native_target(other, _opts, _caller), do: raise(ArgumentError, not_target(other))

@@ -1,28 +1,32 @@
 defmodule HRW.Native do
   @moduledoc false
-  # The one boundary between lib/ and the NIF (native/hrw_nif). Nothing else in lib/
-  # knows that a NIF exists: the other modules call the plain functions below.
+  # The NIF stubs of native/hrw_nif, one line per NIF, and the stale-resource
+  # retries of replicas and batches. Only `HRW.Native` loads the library; the other
+  # modules call the functions below. Whether a target is looked up as a ring or a
+  # skeleton, and how batch targets are encoded for the NIFs, is decided in
+  # `HRW.Prepared` alone (`lookup/5`, `nif_target/1`).
   #
-  # What happens here, and only here:
-  #   * scheduling: each NIF is a normal/dirty pair (`HRW.Native.Twins`); the
-  #     normal-scheduler half charges a work budget before it works and says when
-  #     the input is too large, and the call moves to the dirty half. Key lists long
-  #     enough to exceed any budget go to the dirty half directly;
-  #   * stale resources: a ring or skeleton whose resource cannot be used in this VM
-  #     (it came from another node, or from a binary whose resource was collected)
-  #     makes the NIF raise `:hrw_stale_resource`; the struct is rebuilt
-  #     (`HRW.Prepared.rebuilt/1`, shared by the node's processes) and the call
-  #     repeated once.
+  # Every NIF `name` of the library (native/hrw_nif/src/nif.rs, `nif!`) comes as:
+  #   * `name`: runs on the caller's scheduler within a work budget, and moves
+  #     itself to a dirty CPU scheduler when its input would exceed it (the
+  #     normal/dirty choice is made there, in Rust, once for every NIF);
+  #   * `name_dirty`: the same on a dirty CPU scheduler from the start;
+  #   * `name_probe`: the normal-scheduler version reporting `{outcome, charged,
+  #     counted}` instead of its result (test/hrw/budget_test.exs).
   #
-  # Which structure is which, and the tuples the batch NIFs take, is
-  # `HRW.Prepared`'s to know.
+  # NIFs raise `ArgumentError` themselves for bad input. A ring or skeleton whose
+  # resource cannot be used in this VM (it came from another node, or from a binary
+  # whose resource was collected) makes the NIF raise `:hrw_stale_resource`: the
+  # wrappers below, and `HRW.Prepared.lookup/5`, rebuild the struct
+  # (`HRW.Prepared.rebuilt/1`, shared by the node's processes) and call once more.
   #
-  # NIFs raise `ArgumentError` themselves for bad input.
+  # No fun in this module. Loading HRW.Native again (a hot upgrade, `r/1`) points
+  # the funs of the loaded instance at the new one as soon as it is loaded, before
+  # its on_load has replaced its stubs: a fun calling a stub would raise
+  # `:nif_not_loaded` meanwhile, and any fun would dangle if that on_load failed
+  # (test/hrw/reload_test.exs).
   #
-  # Adding a NIF: one `twin_nifs!` line in Rust, its `name: arity` in `nifs` below,
-  # and a wrapper here.
-
-  import HRW.Native.Twins
+  # Adding a NIF: one `nif!` line in native/hrw_nif/src, and its three stubs here.
 
   @on_load :load_nif
 
@@ -32,158 +36,193 @@ defmodule HRW.Native do
     :erlang.load_nif(path, 0)
   end
 
-  nifs(
-    term_id: 1,
-    score: 2,
-    weighted_score: 2,
-    list_owner: 3,
-    list_owners: 4,
-    ring_new: 2,
-    ring_owner: 2,
-    ring_owners: 3,
-    skeleton_new: 3,
-    skeleton_owner: 2,
-    skeleton_owners: 3,
-    batch_owners: 3,
-    batch_groups: 3,
-    batch_moves: 4,
-    bounded_assignments: 3
-  )
+  # -- NIF stubs (native/hrw_nif/src: term_id/mod.rs, weighted.rs, list.rs, ring.rs,
+  # skeleton.rs, batch.rs, bounded.rs, nif.rs) -----------------------------------
 
-  # Above this many keys a batch exceeds the budget whatever its target (a key costs
-  # far more than 50 units): trying the normal scheduler first would only waste it.
-  @dirty_keys 8192
+  @doc false
+  def term_id(_term), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def term_id_dirty(_term), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def term_id_probe(_term), do: :erlang.nif_error(:nif_not_loaded)
 
-  # -- terms and scores ---------------------------------------------------------
+  @doc false
+  def score(_key, _node), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def score_dirty(_key, _node), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def score_probe(_key, _node), do: :erlang.nif_error(:nif_not_loaded)
 
-  @spec term_id(term()) :: non_neg_integer()
-  def term_id(term), do: twin(:term_id, [term])
+  @doc false
+  def weighted_score(_key, _entry), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def weighted_score_dirty(_key, _entry), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def weighted_score_probe(_key, _entry), do: :erlang.nif_error(:nif_not_loaded)
 
-  @spec score(term(), term()) :: non_neg_integer()
-  def score(key, node), do: twin(:score, [key, node])
+  @doc false
+  def list_owner(_key, _nodes, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def list_owner_dirty(_key, _nodes, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def list_owner_probe(_key, _nodes, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
 
-  @spec weighted_score(term(), term()) :: non_neg_integer()
-  def weighted_score(key, entry), do: twin(:weighted_score, [key, entry])
+  @doc false
+  def list_owners(_key, _nodes, _count, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def list_owners_dirty(_key, _nodes, _count, _weighted?),
+    do: :erlang.nif_error(:nif_not_loaded)
 
-  # -- lists ---------------------------------------------------------------------
+  @doc false
+  def list_owners_probe(_key, _nodes, _count, _weighted?),
+    do: :erlang.nif_error(:nif_not_loaded)
 
-  @spec list_owner(term(), list(), boolean()) :: term()
-  def list_owner(key, nodes, weighted?), do: twin(:list_owner, [key, nodes, weighted?])
+  @doc false
+  def ring_new(_nodes, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def ring_new_dirty(_nodes, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def ring_new_probe(_nodes, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
 
-  @spec list_owners(term(), list(), non_neg_integer(), boolean()) :: [term()]
-  def list_owners(key, nodes, count, weighted?),
-    do: twin(:list_owners, [key, nodes, count, weighted?])
+  @doc false
+  def ring_owner(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def ring_owner_dirty(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def ring_owner_probe(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)
 
-  # -- prepared structures ---------------------------------------------------------
+  @doc false
+  def ring_owners(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def ring_owners_dirty(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def ring_owners_probe(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
 
-  @typedoc "What a build returns: `{resource, nodes, weights_or_nil, fingerprint}`."
-  @type built :: {reference(), tuple(), tuple() | nil, non_neg_integer()}
+  @doc false
+  def skeleton_new(_nodes, _weighted?, _leaf_size), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def skeleton_new_dirty(_nodes, _weighted?, _leaf_size), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def skeleton_new_probe(_nodes, _weighted?, _leaf_size), do: :erlang.nif_error(:nif_not_loaded)
 
-  @spec ring_new(list(), boolean()) :: built()
-  def ring_new(nodes, weighted?), do: twin(:ring_new, [nodes, weighted?])
+  @doc false
+  def skeleton_owner(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def skeleton_owner_dirty(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def skeleton_owner_probe(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)
 
-  @spec skeleton_new(list(), boolean(), pos_integer()) :: built()
-  def skeleton_new(nodes, weighted?, leaf_size),
-    do: twin(:skeleton_new, [nodes, weighted?, leaf_size])
+  @doc false
+  def skeleton_owners(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def skeleton_owners_dirty(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def skeleton_owners_probe(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
 
-  # One owner and one owners lookup per kind of prepared structure, written once:
-  # `ring_owner/4`, `ring_owners/5`, `skeleton_owner/4`, `skeleton_owners/5`.
-  # `HRW.Prepared` matches the struct's fields and passes them with the struct, which
-  # is needed again only for a stale rebuild. (Matching them here, in the function
-  # that holds the `try`, measured ~13 ns slower per call.)
-  for kind <- [:ring, :skeleton] do
-    owner = :"#{kind}_owner"
-    owners = :"#{kind}_owners"
+  @doc false
+  def batch_owners(_keys, _target, _threads), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def batch_owners_dirty(_keys, _target, _threads), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def batch_owners_probe(_keys, _target, _threads), do: :erlang.nif_error(:nif_not_loaded)
 
-    @spec unquote(owner)(reference(), tuple(), HRW.Prepared.t(), term()) :: term()
-    def unquote(owner)(resource, nodes, prepared, key) do
-      elem(nodes, twin(unquote(owner), [resource, key]))
-    catch
-      :error, :hrw_stale_resource ->
-        %{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(prepared)
-        elem(nodes, twin(unquote(owner), [resource, key]))
-    end
+  @doc false
+  def batch_groups(_keys, _target, _threads), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def batch_groups_dirty(_keys, _target, _threads), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def batch_groups_probe(_keys, _target, _threads), do: :erlang.nif_error(:nif_not_loaded)
 
-    @spec unquote(owners)(reference(), tuple(), HRW.Prepared.t(), term(), non_neg_integer()) ::
-            [term()]
-    def unquote(owners)(resource, nodes, prepared, key, count) do
-      pick(nodes, twin(unquote(owners), [resource, key, count]))
-    catch
-      :error, :hrw_stale_resource ->
-        %{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(prepared)
-        pick(nodes, twin(unquote(owners), [resource, key, count]))
-    end
+  @doc false
+  def batch_moves(_keys, _before, _later, _threads), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def batch_moves_dirty(_keys, _before, _later, _threads),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  @doc false
+  def batch_moves_probe(_keys, _before, _later, _threads),
+    do: :erlang.nif_error(:nif_not_loaded)
+
+  @doc false
+  def bounded_assignments(_keys, _nodes, _epsilon), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def bounded_assignments_dirty(_keys, _nodes, _epsilon), do: :erlang.nif_error(:nif_not_loaded)
+  @doc false
+  def bounded_assignments_probe(_keys, _nodes, _epsilon), do: :erlang.nif_error(:nif_not_loaded)
+
+  @doc false
+  def dirty_runs, do: :erlang.nif_error(:nif_not_loaded)
+
+  # -- replicas on a prepared structure, rebuilt once when stale ---------------------
+
+  # `HRW.Prepared` matches the struct's fields and passes them with the struct,
+  # which is needed again only for a stale rebuild. (Single owners are looked up
+  # in `HRW.Prepared.lookup/5` itself: one call fewer on the hot path.)
+
+  @doc false
+  @spec ring_owners(reference(), tuple(), HRW.Ring.t(), term(), non_neg_integer()) :: [term()]
+  def ring_owners(resource, nodes, ring, key, count) do
+    pick(nodes, ring_owners(resource, key, count))
+  catch
+    :error, :hrw_stale_resource ->
+      %{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(ring)
+      pick(nodes, ring_owners(resource, key, count))
   end
 
-  # Recursion, not a fun: see "No fun in this module" under batches.
+  @doc false
+  @spec skeleton_owners(reference(), tuple(), HRW.Skeleton.t(), term(), non_neg_integer()) ::
+          [term()]
+  def skeleton_owners(resource, nodes, skeleton, key, count) do
+    pick(nodes, skeleton_owners(resource, key, count))
+  catch
+    :error, :hrw_stale_resource ->
+      %{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(skeleton)
+      pick(nodes, skeleton_owners(resource, key, count))
+  end
+
+  # Recursion, not a fun (see the module comment).
   defp pick(nodes, [i | rest]), do: [elem(nodes, i) | pick(nodes, rest)]
   defp pick(_nodes, []), do: []
 
-  # -- batches ---------------------------------------------------------------------
+  # -- batches, on targets rebuilt once when stale ------------------------------------
 
   @typedoc "A batch target: a prepared structure, or a node list and whether it is weighted."
   @type target :: HRW.Ring.t() | HRW.Skeleton.t() | {:list, list(), boolean()}
 
-  # No fun in this module. Loading HRW.Native again (a hot upgrade, `r/1`) points
-  # the funs of the loaded instance at the new one as soon as it is loaded, before
-  # its on_load has replaced its stubs: a fun calling a stub would raise
-  # `:nif_not_loaded` meanwhile, and any fun would dangle if that on_load failed
-  # (test/hrw/reload_test.exs).
-
-  # `batch_owners/3` and `batch_groups/3`: the same shape, written once.
-  for name <- [:batch_owners, :batch_groups] do
-    @spec unquote(name)([term()], target(), pos_integer()) :: term()
-    def unquote(name)(keys, target, threads) do
-      unquote(name)(keys, batch_target(target), threads, longer_than?(keys, @dirty_keys))
-    catch
-      :error, :hrw_stale_resource ->
-        unquote(name)(keys, rebuilt_target(target), threads, longer_than?(keys, @dirty_keys))
-    end
-
-    defp unquote(name)(keys, t, threads, true), do: dirty(unquote(name), [keys, t, threads])
-    defp unquote(name)(keys, t, threads, false), do: twin(unquote(name), [keys, t, threads])
+  @doc false
+  @spec owners_of([term()], target(), pos_integer()) :: [term()]
+  def owners_of(keys, target, threads) do
+    batch_owners(keys, HRW.Prepared.nif_target(target), threads)
+  catch
+    :error, :hrw_stale_resource -> batch_owners(keys, rebuilt_target(target), threads)
   end
 
-  @spec batch_moves([term()], target(), target(), pos_integer()) :: [{term(), term(), term()}]
-  def batch_moves(keys, before, later, threads) do
-    dirty? = longer_than?(keys, @dirty_keys)
-    batch_moves(keys, batch_target(before), batch_target(later), threads, dirty?)
+  @doc false
+  @spec groups_of([term()], target(), pos_integer()) :: %{term() => [term()]}
+  def groups_of(keys, target, threads) do
+    batch_groups(keys, HRW.Prepared.nif_target(target), threads)
+  catch
+    :error, :hrw_stale_resource -> batch_groups(keys, rebuilt_target(target), threads)
+  end
+
+  @doc false
+  @spec moves_of([term()], target(), target(), pos_integer()) :: [{term(), term(), term()}]
+  def moves_of(keys, before, later, threads) do
+    batch_moves(keys, HRW.Prepared.nif_target(before), HRW.Prepared.nif_target(later), threads)
   catch
     :error, :hrw_stale_resource ->
-      {a, b} = {rebuilt_target(before), rebuilt_target(later)}
-      batch_moves(keys, a, b, threads, longer_than?(keys, @dirty_keys))
+      batch_moves(keys, rebuilt_target(before), rebuilt_target(later), threads)
   end
 
-  defp batch_moves(keys, a, b, threads, true), do: dirty(:batch_moves, [keys, a, b, threads])
-  defp batch_moves(keys, a, b, threads, false), do: twin(:batch_moves, [keys, a, b, threads])
+  defp rebuilt_target(target), do: target |> HRW.Prepared.rebuilt() |> HRW.Prepared.nif_target()
 
-  @spec bounded_assignments([term()], list(), float()) :: %{term() => term()}
-  def bounded_assignments(keys, nodes, epsilon) do
-    if longer_than?(keys, @dirty_keys) do
-      dirty(:bounded_assignments, [keys, nodes, epsilon])
-    else
-      twin(:bounded_assignments, [keys, nodes, epsilon])
-    end
-  end
-
-  defp rebuilt_target(target), do: target |> HRW.Prepared.rebuilt() |> batch_target()
-
-  # Counts at most `limit + 1` cells, so a long list costs no more than a short one.
-  defp longer_than?([_ | rest], limit) when limit > 0, do: longer_than?(rest, limit - 1)
-  defp longer_than?([_ | _], 0), do: true
-  defp longer_than?(_, _), do: false
-
-  # -- test builds -----------------------------------------------------------------
+  # -- test builds ---------------------------------------------------------------------
 
   @doc false
-  # Test builds only: runs the normal-scheduler NIF `name` on `args` and returns
-  # `{outcome, charged, counted}` (outcome `:ok`, `:needs_dirty`, `{:bad_arg, msg}` or
-  # `:stale_resource`), the work units it charged to its budget and those it counted.
+  # Runs the normal-scheduler version of the NIF `name` on `args` and returns
+  # `{outcome, charged, counted}` (outcome `:ok`, `:needs_dirty`, `{:bad_arg, msg}`
+  # or `:stale_resource`), the work units it charged to its budget and those it
+  # counted (0 unless built for tests).
   @spec probe(atom(), [term()]) :: {term(), non_neg_integer(), non_neg_integer()}
   def probe(name, args), do: apply(__MODULE__, :"#{name}_probe", args)
-
-  @doc false
-  # The tuple a batch NIF takes for `target` (`HRW.Prepared.batch_target/1`).
-  @spec batch_target(target()) :: tuple()
-  def batch_target(target), do: HRW.Prepared.batch_target(target)
 end

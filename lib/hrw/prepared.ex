@@ -1,11 +1,12 @@
 defmodule HRW.Prepared do
   @moduledoc false
-  # The one module that knows the prepared targets, `HRW.Ring` and `HRW.Skeleton`:
-  # how each kind is looked up, singly (`owner/2`, `owners/3`) and in batches
-  # (`batch_target/1`, the tuple the batch NIFs take), what its overrides and
-  # Elixir-scored form change, and how a stale one is rebuilt (`rebuilt/1`, through
-  # the node-wide `HRW.Prepared.Cache`). `HRW`, `HRW.Batch` and `HRW.Native` call
-  # it; the struct modules build and document.
+  # The one module that decides ring or skeleton: how each kind of prepared target,
+  # `HRW.Ring` and `HRW.Skeleton`, is looked up, singly (`owner/2`, `owners/3`) and
+  # in batches (`nif_target/1`: every target as the batch NIFs take it, node lists
+  # included, `list_target/2`), what its overrides and Elixir-scored form change,
+  # and how a stale one is rebuilt (`rebuilt/1`, through the node-wide
+  # `HRW.Prepared.Cache`). `HRW`, `HRW.Batch` and `HRW.Native` call it; the struct
+  # modules build and document.
   #
   # Both structs keep their distinct nodes beside a NIF resource, so a struct whose
   # resource cannot be used here (it came from another BEAM node, or from a binary
@@ -23,30 +24,58 @@ defmodule HRW.Prepared do
   # -- lookups ---------------------------------------------------------------------
 
   @doc """
-  The owner of `key`. Without overrides a native structure goes straight to the NIF
-  boundary: the struct is matched here, once, and `HRW.Native` holds only the `try`
-  that repeats the call on a rebuilt resource.
+  The owner of `key`. Without overrides a structure with a live resource goes to
+  `lookup/5`; an Elixir-scored skeleton is scored in Elixir, and a resource that is
+  not a reference is rebuilt. (`HRW.owner/3` calls this, or `lookup/5` directly.)
   """
   @spec owner(t(), term()) :: term()
-  def owner(%HRW.Skeleton{resource: r, nodes: nodes, overrides: nil} = skeleton, key)
+  def owner(%kind{resource: r, nodes: nodes, overrides: nil} = prepared, key)
       when is_reference(r),
-      do: Native.skeleton_owner(r, nodes, skeleton, key)
-
-  def owner(%HRW.Ring{resource: r, nodes: nodes, overrides: nil} = ring, key),
-    do: Native.ring_owner(r, nodes, ring, key)
+      do: lookup(kind, r, nodes, prepared, key)
 
   def owner(%HRW.Skeleton{resource: nil, scorer: scorer, overrides: nil} = skeleton, key),
     do: Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
 
   # Anything else in the resource field that the NIF cannot use is rebuilt there.
-  def owner(%HRW.Skeleton{resource: r, nodes: nodes, overrides: nil} = skeleton, key),
-    do: Native.skeleton_owner(r, nodes, skeleton, key)
+  def owner(%HRW.Skeleton{overrides: nil} = skeleton, key), do: stale_owner(skeleton, key)
+  def owner(%HRW.Ring{overrides: nil} = ring, key), do: stale_owner(ring, key)
 
   def owner(%{overrides: overrides} = prepared, key) do
     case Overrides.owner(overrides, key) do
       {:ok, node} -> node
       :error -> owner(%{prepared | overrides: nil}, key)
     end
+  end
+
+  @doc """
+  The owner of `key` in the prepared structure of module `kind` (`HRW.Ring` or
+  `HRW.Skeleton`) whose fields `resource` and `nodes` the caller matched: the NIF
+  lookup, and on a stale resource (`:hrw_stale_resource`) one more on the rebuilt
+  structure. The one place that picks a structure's NIF; `owner/2` and the fast
+  path of `HRW.owner/3` call it.
+  """
+  @spec lookup(module(), reference(), tuple(), t(), term()) :: term()
+  def lookup(HRW.Skeleton, r, nodes, skeleton, key) do
+    elem(nodes, Native.skeleton_owner(r, key))
+  catch
+    :error, :hrw_stale_resource -> stale_owner(skeleton, key)
+  end
+
+  def lookup(HRW.Ring, r, nodes, ring, key) do
+    elem(nodes, Native.ring_owner(r, key))
+  catch
+    :error, :hrw_stale_resource -> stale_owner(ring, key)
+  end
+
+  # The owner of `key` in the rebuilt structure (once: a rebuilt resource is live).
+  defp stale_owner(%HRW.Skeleton{} = skeleton, key) do
+    %{nodes: nodes, resource: r} = rebuilt(skeleton)
+    elem(nodes, Native.skeleton_owner(r, key))
+  end
+
+  defp stale_owner(%HRW.Ring{} = ring, key) do
+    %{nodes: nodes, resource: r} = rebuilt(ring)
+    elem(nodes, Native.ring_owner(r, key))
   end
 
   @doc "The best `count` owners of `key` (a checked count), overrides first."
@@ -82,13 +111,17 @@ defmodule HRW.Prepared do
   def elixir_scored?(prepared) when is_prepared(prepared), do: false
 
   @doc """
-  A batch target as the batch NIFs take it: `{:ring | :skeleton, resource, nodes}`,
-  or a `{:list, nodes, weighted?}` target unchanged.
+  A batch target as the batch NIFs take it (native/hrw_nif/src/batch.rs, `target`):
+  `{:ring | :skeleton, resource, nodes}`, or a `list_target/2` unchanged.
   """
-  @spec batch_target(t() | {:list, list(), boolean()}) :: tuple()
-  def batch_target(%HRW.Ring{resource: r, nodes: nodes}), do: {:ring, r, nodes}
-  def batch_target(%HRW.Skeleton{resource: r, nodes: nodes}), do: {:skeleton, r, nodes}
-  def batch_target({:list, _nodes, _weighted?} = list), do: list
+  @spec nif_target(t() | {:list, list(), boolean()}) :: tuple()
+  def nif_target(%HRW.Ring{resource: r, nodes: nodes}), do: {:ring, r, nodes}
+  def nif_target(%HRW.Skeleton{resource: r, nodes: nodes}), do: {:skeleton, r, nodes}
+  def nif_target({:list, _nodes, _weighted?} = list), do: list
+
+  @doc "The batch target of a checked node list, scored weighted or not."
+  @spec list_target(list(), boolean()) :: {:list, list(), boolean()}
+  def list_target(nodes, weighted?), do: {:list, nodes, weighted?}
 
   # -- stale structures --------------------------------------------------------------
 

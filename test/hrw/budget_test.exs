@@ -10,7 +10,7 @@ defmodule HRW.BudgetTest do
 
   alias HRW.Native
 
-  # native/hrw_nif/src/failure.rs, NORMAL_BUDGET.
+  # native/hrw_nif/src/budget.rs, NORMAL_BUDGET.
   @budget 400_000
 
   # Runs the normal-scheduler NIF `name` on `args` and checks its tallies; returns
@@ -71,7 +71,7 @@ defmodule HRW.BudgetTest do
           {:term_id, [{:user, 42}], 3},
           {:skeleton_owner, [s.resource, "k"], 16},
           {:ring_owner, [r.resource, "k"], 1_000},
-          {:batch_owners, [names(100), Native.batch_target(s), 1], 100 * 16}
+          {:batch_owners, [names(100), HRW.Prepared.nif_target(s), 1], 100 * 16}
         ] do
       {:ok, charged, counted} = Native.probe(name, args)
       assert counted >= at_least and charged >= counted
@@ -238,13 +238,33 @@ defmodule HRW.BudgetTest do
     assert probe(:ring_new, [names(1_000), false]) == :ok
   end
 
+  test "a key list longer than 8,192 keys asks for a dirty scheduler before hashing a key" do
+    # native/hrw_nif/src/cells.rs, DIRTY_KEYS: only the cells are counted (2 units a
+    # cell, in chunks of 64); hashing 8,193 keys would charge 16 units each.
+    t = HRW.Prepared.nif_target(HRW.build(names(10)))
+    keys = Enum.map(1..8_193, &"key-#{&1}")
+    cells = 2 * 64 * (div(8_193, 64) + 1)
+
+    for {name, args} <- [
+          batch_owners: [keys, t, 1],
+          batch_groups: [keys, t, 1],
+          batch_moves: [keys, t, t, 1],
+          bounded_assignments: [keys, names(10), 0.1]
+        ] do
+      assert {:needs_dirty, charged, _} = Native.probe(name, args)
+      assert charged <= cells + 2_000, "#{name} charged #{charged}"
+    end
+
+    assert {:ok, _, _} = Native.probe(:batch_owners, [Enum.take(keys, 1_000), t, 1])
+  end
+
   test "the found stalls now go to a dirty scheduler" do
     # 6666 replicas on a weighted 100k-node skeleton with 4096-node leaves.
     nodes = weighted(names(100_000))
     s = HRW.build(nodes, cluster_size: 4096, scorer: %HRW.Weighted{})
     assert probe(:skeleton_owners, [s.resource, "k", 6666]) == :needs_dirty
 
-    assert probe(:batch_owners, [Enum.to_list(1..3_900), Native.batch_target(s), 1]) ==
+    assert probe(:batch_owners, [Enum.to_list(1..3_900), HRW.Prepared.nif_target(s), 1]) ==
              :needs_dirty
 
     # Still answered, on the dirty scheduler.
@@ -257,7 +277,7 @@ defmodule HRW.BudgetTest do
     skeletons = [HRW.build(names(10)), HRW.build(names(10_000)), big]
     rings = [HRW.Ring.new(names(10)), HRW.Ring.new(names(5_000))]
     lists = [{:list, names(10), false}, {:list, weighted(names(1_000)), true}]
-    targets = Enum.map(skeletons ++ rings, &Native.batch_target/1) ++ lists
+    targets = Enum.map(skeletons ++ rings, &HRW.Prepared.nif_target/1) ++ lists
 
     for t <- targets, n <- [0, 1, 2, 100, 3_000, 8_192] do
       keys = Enum.map(1..n//1, &"key-#{&1}")
@@ -268,7 +288,7 @@ defmodule HRW.BudgetTest do
 
     # One key against a million nodes costs one lookup: the nodes tuple is never read.
     one = ["key"]
-    big_t = Native.batch_target(big)
+    big_t = HRW.Prepared.nif_target(big)
 
     for name <- [:batch_owners, :batch_groups],
         do: assert(probe(name, [one, big_t, 1]) == :ok)
@@ -296,7 +316,7 @@ defmodule HRW.BudgetTest do
       # The same nodes, copied separately (as through :persistent_term).
       copies = Enum.map(nodes, &:binary.copy/1)
       ring = HRW.Ring.new(nodes)
-      {ta, tb} = {Native.batch_target(ring), Native.batch_target(HRW.Ring.new(copies))}
+      {ta, tb} = {HRW.Prepared.nif_target(ring), HRW.Prepared.nif_target(HRW.Ring.new(copies))}
       probe(:list_owner, ["key", nodes, false])
       probe(:ring_new, [nodes, false])
       probe(:batch_owners, [keys, ta, 1])
@@ -317,13 +337,18 @@ defmodule HRW.BudgetTest do
     # moves over separately copied 1 MB nodes compared them as terms for each key;
     # now each node is hashed once and paid for (or the call goes dirty).
     {outcome, charged, _} =
-      Native.probe(:batch_moves, [keys, Native.batch_target(ring), Native.batch_target(copied), 1])
+      Native.probe(:batch_moves, [
+        keys,
+        HRW.Prepared.nif_target(ring),
+        HRW.Prepared.nif_target(copied),
+        1
+      ])
 
     assert outcome == :needs_dirty or charged >= 6 * div(1_000_000, 16)
 
     # group_by_owner's map hashes its 40 one-megabyte keys.
     forty = HRW.Ring.new(Enum.map(1..40, &blob(&1, 1_000_000)))
-    assert probe(:batch_groups, [keys, Native.batch_target(forty), 1]) == :needs_dirty
+    assert probe(:batch_groups, [keys, HRW.Prepared.nif_target(forty), 1]) == :needs_dirty
 
     # Unaligned binaries are copied before they are hashed: a key, a node, a batch.
     assert probe(:term_id, [unaligned(6_300_000)]) == :needs_dirty
@@ -333,7 +358,7 @@ defmodule HRW.BudgetTest do
     assert probe(:list_owner, ["k", [unaligned(1_000_000), "b"], false]) == :needs_dirty
     assert probe(:ring_new, [[unaligned(1_000_000), "b"], false]) == :needs_dirty
     batch = Enum.map(1..10, fn _ -> unaligned(100_000) end)
-    assert probe(:batch_owners, [batch, Native.batch_target(ring), 1]) == :needs_dirty
+    assert probe(:batch_owners, [batch, HRW.Prepared.nif_target(ring), 1]) == :needs_dirty
 
     # ids built through term_to_binary, charged by their (bounded) encoded size.
     assert probe(:term_id, [Enum.map(1..1_000, &(2 ** 2039 + &1))]) == :needs_dirty
@@ -389,7 +414,7 @@ defmodule HRW.BudgetTest do
         ] do
       probe(:term_id, [term])
       probe(:list_owner, ["k", [term, "n"], false])
-      probe(:batch_owners, [[term, "k"], Native.batch_target(HRW.build(names(10))), 1])
+      probe(:batch_owners, [[term, "k"], HRW.Prepared.nif_target(HRW.build(names(10))), 1])
     end
   end
 

@@ -213,7 +213,8 @@ defmodule HRW.TermIdTest do
   describe "atoms" do
     test "atoms outside Latin-1 hash by their UTF-8 name" do
       nodes = ["a", "b", "c"]
-      assert is_integer(HRW.term_id(:λ))
+      # docs/reference.py: term_id(Atom("λ")).
+      assert HRW.term_id(:λ) == 0x31A2AFB161779022
       assert HRW.owner(:日本, nodes) in nodes
       assert HRW.term_id({:λ, :日本}) == HRW.term_id({:λ, :日本})
       refute HRW.term_id(:λ) == HRW.term_id(:λλ)
@@ -228,23 +229,23 @@ defmodule HRW.TermIdTest do
   end
 
   describe "budget" do
-    # The normal-scheduler NIF must ask for the dirty one before doing work it
-    # cannot afford; HRW.term_id/1 then retries there. These assert the protocol,
-    # not a speed.
+    # The normal-scheduler version must ask for a dirty scheduler before doing work
+    # it cannot afford (its probe reports that); HRW.term_id/1 then runs there.
+    # These assert the protocol, not a speed.
     test "a 12,000-entry map is hashed on a dirty scheduler" do
       map = Map.new(1..12_000, &{"key-#{&1}", &1})
-      assert catch_error(HRW.Native.term_id_normal(map)) == :hrw_needs_dirty
+      assert {:needs_dirty, _, _} = HRW.Native.probe(:term_id, [map])
       assert HRW.term_id(map) == HRW.Native.term_id_dirty(map)
     end
 
     test "integers wider than 2^2040 are encoded on a dirty scheduler only" do
-      assert HRW.Native.term_id_normal(2 ** 2040 - 1) == HRW.Native.term_id_dirty(2 ** 2040 - 1)
-
-      assert HRW.Native.term_id_normal(-(2 ** 2040 - 1)) ==
-               HRW.Native.term_id_dirty(-(2 ** 2040 - 1))
+      for n <- [2 ** 2040 - 1, -(2 ** 2040 - 1)] do
+        assert {:ok, _, _} = HRW.Native.probe(:term_id, [n])
+        assert HRW.term_id(n) == HRW.Native.term_id_dirty(n)
+      end
 
       for n <- [2 ** 2040, -(2 ** 2040), 2 ** 100_000, -(2 ** 100_000)] do
-        assert catch_error(HRW.Native.term_id_normal(n)) == :hrw_needs_dirty
+        assert {:needs_dirty, _, _} = HRW.Native.probe(:term_id, [n])
         assert HRW.term_id(n) == HRW.Native.term_id_dirty(n)
       end
     end
@@ -280,8 +281,9 @@ defmodule HRW.TermIdTest do
   describe "bad input" do
     test "nesting up to 256 levels is hashed, deeper raises ArgumentError" do
       nest = fn depth -> Enum.reduce(1..depth, :leaf, fn _, acc -> [acc] end) end
-      assert is_integer(HRW.term_id(nest.(256)))
-      assert is_integer(HRW.term_id(Enum.reduce(1..256, :leaf, fn _, acc -> {acc} end)))
+      # docs/reference.py: the ids of 256 lists (tuples) around :leaf.
+      assert HRW.term_id(nest.(256)) == 0xDA2C59283AEA4971
+      assert HRW.term_id(Enum.reduce(1..256, :leaf, fn _, acc -> {acc} end)) == 0x46644A581F8C72BC
 
       for deep <- [nest.(257), Enum.reduce(1..300, 1, fn _, acc -> %{a: acc} end)] do
         error = assert_raise ArgumentError, fn -> HRW.term_id(deep) end
@@ -379,12 +381,6 @@ defmodule HRW.TermIdTest do
     assert length(Enum.uniq(first)) == length(first)
   end
 
-  test "huge keys are hashed on a dirty scheduler" do
-    big = :binary.copy("x", 20_000_000)
-    assert HRW.term_id(big) == HRW.term_id(:binary.copy("x", 20_000_000))
-    assert is_binary(HRW.owner(big, ["a", "b"]))
-  end
-
   # Walks over many terms ask each boxed term what it is in the order the one
   # before it needed (binaries, tuples, maps); only the speed may depend on that.
   test "a node's or key's id does not depend on the terms around it in a list" do
@@ -435,11 +431,43 @@ defmodule HRW.TermIdTest do
   # its elements (d + 1): a tail {x} of an improper list at depth 255 puts x at 257.
   test "an improper list's tail is at the depth of its elements" do
     at = fn depth, term -> Enum.reduce(1..depth//1, term, fn _, acc -> [acc] end) end
-    assert is_integer(HRW.term_id(at.(255, [1 | :t])))
-    assert is_integer(HRW.term_id(at.(254, [1 | {:x}])))
+    # docs/reference.py: the ids of the improper lists at those depths.
+    assert HRW.term_id(at.(255, [1 | :t])) == 0x3A7A75DB7DDBE13A
+    assert HRW.term_id(at.(254, [1 | {:x}])) == 0xA428E7A3779CFDFC
 
     assert_raise ArgumentError, ~r/nested deeper than 256/, fn ->
       HRW.term_id(at.(255, [1 | {:x}]))
     end
+  end
+end
+
+defmodule HRW.TermIdSchedulerTest do
+  # Not async: the test build counts every NIF call that runs on a dirty scheduler
+  # (native/hrw_nif/src/nif.rs, `dirty_runs`), and no other test may run beside
+  # these while they read the count.
+  use ExUnit.Case, async: false
+
+  defp dirty_runs_of(fun) do
+    before = HRW.Native.dirty_runs()
+    result = fun.()
+    {result, HRW.Native.dirty_runs() - before}
+  end
+
+  test "huge keys are hashed on a dirty scheduler, small ones on the caller's" do
+    big = :binary.copy("x", 20_000_000)
+    # The id of 20,000,000 "x" bytes: XXH3-64 (seed 0), as docs/reference.py gives it.
+    assert {0x82236F096EF05571, 1} = dirty_runs_of(fn -> HRW.term_id(big) end)
+    assert {owner, 1} = dirty_runs_of(fn -> HRW.owner(big, ["a", "b"]) end)
+    assert owner == Enum.max_by(["a", "b"], &HRW.score(%HRW{}, big, &1))
+    assert {_id, 0} = dirty_runs_of(fn -> HRW.term_id("x") end)
+    assert {_owner, 0} = dirty_runs_of(fn -> HRW.owner("x", ["a", "b"]) end)
+  end
+
+  test "a batch of more keys than the budget can take runs on a dirty scheduler" do
+    skeleton = HRW.build(Enum.map(1..100, &"node-#{&1}"))
+    keys = Enum.map(1..20_000, &"key-#{&1}")
+    assert {owners, 1} = dirty_runs_of(fn -> HRW.owner_batch(keys, skeleton) end)
+    assert owners == Enum.map(keys, &HRW.owner(&1, skeleton))
+    assert {_, 0} = dirty_runs_of(fn -> HRW.owner_batch(Enum.take(keys, 10), skeleton) end)
   end
 end

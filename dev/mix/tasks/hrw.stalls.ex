@@ -50,6 +50,15 @@ defmodule Mix.Tasks.Hrw.Stalls do
     search(1, limit, normal)
   end
 
+  # The normal-scheduler version of the NIF `name` on `args`: raises
+  # `:hrw_needs_dirty` when the input exceeds its budget (its probe says so).
+  defp normal(name, args) do
+    case Native.probe(name, args) do
+      {:needs_dirty, _, _} -> :erlang.error(:hrw_needs_dirty)
+      _ -> :ok
+    end
+  end
+
   defp search(lo, hi, _normal) when lo >= hi, do: lo
 
   defp search(lo, hi, normal) do
@@ -85,52 +94,52 @@ defmodule Mix.Tasks.Hrw.Stalls do
 
     ring_1k = HRW.Ring.new(names(1_000))
 
-    n_map = largest(200_000, &Native.term_id_normal(Map.new(1..&1, fn i -> {i, i} end)))
+    n_map = largest(200_000, &normal(:term_id, [Map.new(1..&1, fn i -> {i, i} end)]))
     map = Map.new(1..n_map, &{&1, &1})
-    n_bin = largest(100_000_000, &Native.term_id_normal(:binary.copy("x", &1)))
+    n_bin = largest(100_000_000, &normal(:term_id, [:binary.copy("x", &1)]))
     bin = :binary.copy("x", n_bin)
-    n_list = largest(200_000, &Native.list_owner_normal("k", names(&1), false))
+    n_list = largest(200_000, &normal(:list_owner, ["k", names(&1), false]))
     list = names(n_list)
-    n_wlist = largest(200_000, &Native.list_owners_normal("k", weighted(names(&1)), 2, true))
+    n_wlist = largest(200_000, &normal(:list_owners, ["k", weighted(names(&1)), 2, true]))
     wlist = weighted(names(n_wlist))
-    n_ring = largest(200_000, &Native.ring_new_normal(names(&1), false))
-    n_skel = largest(200_000, &Native.skeleton_new_normal(names(&1), false, 16))
+    n_ring = largest(200_000, &normal(:ring_new, [names(&1), false]))
+    n_skel = largest(200_000, &normal(:skeleton_new, [names(&1), false, 16]))
     ring_big = HRW.Ring.new(names(n_ring))
 
     n_ring_owners =
-      largest(200_000, &Native.ring_owners_normal(HRW.Ring.new(names(&1)).resource, "k", 2))
+      largest(200_000, &normal(:ring_owners, [HRW.Ring.new(names(&1)).resource, "k", 2]))
 
     ring_owners = HRW.Ring.new(names(n_ring_owners))
-    n_ranks = largest(100_000, &Native.skeleton_owners_normal(wide.().resource, "k", &1))
-    target = Native.batch_target(skeleton_1m.())
-    n_batch = largest(8_192, &Native.batch_owners_normal(keys(&1), target, 1))
+    n_ranks = largest(100_000, &normal(:skeleton_owners, [wide.().resource, "k", &1]))
+    target = HRW.Prepared.nif_target(skeleton_1m.())
+    n_batch = largest(8_192, &normal(:batch_owners, [keys(&1), target, 1]))
 
     n_groups =
-      largest(8_192, &Native.batch_groups_normal(keys(&1), Native.batch_target(ring_1k), 1))
+      largest(8_192, &normal(:batch_groups, [keys(&1), HRW.Prepared.nif_target(ring_1k), 1]))
 
-    n_moves = largest(8_192, &Native.batch_moves_normal(keys(&1), target, target, 1))
-    n_bounded = largest(8_192, &Native.bounded_assignments_normal(keys(&1), names(100), 0.1))
+    n_moves = largest(8_192, &normal(:batch_moves, [keys(&1), target, target, 1]))
+    n_bounded = largest(8_192, &normal(:bounded_assignments, [keys(&1), names(100), 0.1]))
     {batch_keys, group_keys, move_keys} = {keys(n_batch), keys(n_groups), keys(n_moves)}
 
     # Node size: 1 MB nodes, the moved structures' nodes copied separately.
     mb = Enum.map(1..3, &:binary.copy(<<&1>>, 1_000_000))
     mb_a = shared(:mb_a, fn -> HRW.Ring.new(mb) end)
     mb_b = shared(:mb_b, fn -> HRW.Ring.new(Enum.map(mb, &:binary.copy/1)) end)
-    {mb_ta, mb_tb} = {Native.batch_target(mb_a.()), Native.batch_target(mb_b.())}
-    n_mb_moves = largest(8_192, &Native.batch_moves_normal(keys(&1), mb_ta, mb_tb, 1))
+    {mb_ta, mb_tb} = {HRW.Prepared.nif_target(mb_a.()), HRW.Prepared.nif_target(mb_b.())}
+    n_mb_moves = largest(8_192, &normal(:batch_moves, [keys(&1), mb_ta, mb_tb, 1]))
     mb_move_keys = keys(n_mb_moves)
 
     mb40 =
       shared(:mb40, fn -> HRW.Ring.new(Enum.map(1..40, &:binary.copy(<<&1>>, 1_000_000))) end)
 
     n_mb_groups =
-      largest(8_192, &Native.batch_groups_normal(keys(&1), Native.batch_target(mb40.()), 1))
+      largest(8_192, &normal(:batch_groups, [keys(&1), HRW.Prepared.nif_target(mb40.()), 1]))
 
     # Largest nodes that a 2,000-key group_by_owner over 40 of them keeps normal.
     n_node =
       largest(1_000_000, fn size ->
         nodes = Enum.map(1..40, &:binary.copy(<<&1>>, size))
-        Native.batch_groups_normal(keys(2_000), Native.batch_target(HRW.Ring.new(nodes)), 1)
+        normal(:batch_groups, [keys(2_000), HRW.Prepared.nif_target(HRW.Ring.new(nodes)), 1])
       end)
 
     sized40 = HRW.Ring.new(Enum.map(1..40, &:binary.copy(<<&1>>, n_node)))
@@ -138,16 +147,16 @@ defmodule Mix.Tasks.Hrw.Stalls do
     keys_2k = keys(2_000)
 
     # Unaligned binaries (inspecting one copies it) and ETF-built ids.
-    n_unaligned = largest(10_000_000, &Native.term_id_normal(unaligned(&1)))
+    n_unaligned = largest(10_000_000, &normal(:term_id, [unaligned(&1)]))
     unaligned_bin = unaligned(n_unaligned)
-    n_bigs = largest(10_000, &Native.term_id_normal(Enum.map(1..&1, fn i -> 2 ** 2039 + i end)))
+    n_bigs = largest(10_000, &normal(:term_id, [Enum.map(1..&1, fn i -> 2 ** 2039 + i end)]))
     bigs = Enum.map(1..n_bigs, &(2 ** 2039 + &1))
-    n_refs = largest(10_000, &Native.term_id_normal(Enum.map(1..&1, fn _ -> make_ref() end)))
+    n_refs = largest(10_000, &normal(:term_id, [Enum.map(1..&1, fn _ -> make_ref() end)]))
     refs = Enum.map(1..n_refs, fn _ -> make_ref() end)
     # Atom cache misses: 255-character atoms, a fresh slice of a large pool each call
     # (a slice was last seen many calls ago: evicted from the 8,192-slot cache).
     pool = List.to_tuple(long_atoms(100_000))
-    n_atoms = largest(10_000, &Native.term_id_normal(fresh_atoms(pool, &1)))
+    n_atoms = largest(10_000, &normal(:term_id, [fresh_atoms(pool, &1)]))
     bounded_keys = keys(n_bounded)
     bounded_nodes = names(100)
 

@@ -61,7 +61,7 @@ pub struct Distinct {
 }
 
 /// Work units of [`distinct`] over `n` pairs: a hash-map probe and insert each
-/// (SipHash of a u64 and a possible table growth: ~20-40 ns).
+/// (SipHash of a u64 and a possible table growth).
 pub const fn distinct_cost(n: usize) -> u64 {
     24 * crate::work::ELEMENT * n as u64
 }

@@ -206,8 +206,9 @@ pub(crate) mod tests {
 
     #[test]
     fn never_rises_across_binades_and_within_them() {
-        // Every binade's first and last 4096 numerators, the pair (across
-        // 2^50·√2, where the old argument reduction switched), and random runs.
+        // Every binade's first and last 4096 numerators, the pair across 2^50·√2
+        // (where an argument reduction that switches there would break
+        // monotonicity), and random runs.
         let mut starts: Vec<u64> = Vec::new();
         for e in 0..=53u32 {
             let b = 1u64 << e;

@@ -2,7 +2,8 @@
 //! the work actually done, so a test can check that every call paid for its work
 //! before doing it.
 //!
-//! Units are rough nanoseconds of warm work on the reference machine. A caller with
+//! Units are rough nanoseconds of warm work (a unit is a scale, never a timing
+//! asserted: test/hrw/budget_test.exs checks charges against counts). A caller with
 //! a budget *charges* an upper bound of the work it is about to do, from sizes it
 //! knows beforehand; the code that does the work *counts* it where it happens, in
 //! the same units. With the feature off, [`count`] compiles to nothing.
@@ -11,7 +12,8 @@
 //! start to end, so a probe that resets them, runs one call and reads them sees that
 //! call alone.
 
-/// One N3 score of a prepared node (a scan step; ~1.8 ns portable, less with SIMD).
+/// One N3 score of a prepared node (a scan step; ns per node by backend in
+/// bench/results/scan_bench-2026-12-01.txt).
 pub const SCORE: u64 = 2;
 /// One weighted cost (N3 score, its logarithm, a division; bounds skip most logs).
 pub const WEIGHTED_SCORE: u64 = 24;
@@ -23,15 +25,13 @@ pub const ELEMENT: u64 = 2;
 /// test and reading a scalar (an integer of at most 64 bits, a float, a binary's
 /// header, an atom name of at most 255 characters).
 pub const TERM: u64 = 16;
-/// Bytes hashed per unit (XXH3 runs at ~16 bytes/ns and more).
+/// Bytes hashed per unit (XXH3 hashes several bytes a nanosecond).
 pub const BYTES_PER_UNIT: u64 = 16;
 /// One comparison-and-move step of a comparison sort: a sort of `n` costs
 /// `n * ceil(log2 n)` of these ([`sort`]). Every sort charged with it orders
 /// 16-byte pairs or narrower (map entries `(key id, value id)` in the term walk,
-/// `(id, index)` in [`crate::sort`], scores, u32 positions): `sort_unstable` of
-/// random `(u64, u64)` pairs measured 0.7-1.3 ns a step here (n = 8 to 2^20, a
-/// loaded 2-core machine), of `u64` 0.2-0.6 ns, so 3 bounds them with room for
-/// a slower machine. (The term walk charged 2 a step until it used this one.)
+/// `(id, index)` in [`crate::sort`], scores, u32 positions), with room for a
+/// slower machine than the one a step of such a sort takes about a nanosecond on.
 pub const SORT_STEP: u64 = 3;
 
 /// Units to hash `len` bytes.

@@ -6,8 +6,11 @@
 //! keys this runs on our rayon pool. (3) Back on the calling thread, build the result
 //! terms from the owner indices.
 
-use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
-use crate::nodeset;
+use crate::budget::Budget;
+use crate::cells::walk_keys;
+use crate::errors::{bad_arg, Outcome};
+use crate::nif::nif;
+use crate::nodeset::call_ring;
 use crate::prepared::{resource, Lookup};
 use crate::term_id::{term_id_in, Probes};
 use crate::tuple_view::TupleView;
@@ -24,10 +27,8 @@ mod atoms {
 }
 
 /// Below this many keys a batch is not split over the pool: a split pays a task
-/// hand-off and thread wake-ups (microseconds) that a few thousand lookups of tens
-/// of ns each do not earn back. `HRW.owner_batch/3`'s documentation (lib/hrw.ex)
-/// states this figure; the measurement it was chosen by is not recorded (it came
-/// with the first batch code, commit 6b12bd4).
+/// hand-off and thread wake-ups that a few thousand lookups do not earn back.
+/// `HRW.owner_batch/3`'s documentation (lib/hrw.ex) states this figure.
 const PARALLEL_MIN_KEYS: usize = 20_000;
 /// Keys per rayon task.
 const PARALLEL_CHUNK: usize = 4_096;
@@ -80,7 +81,7 @@ impl<'a> Nodes<'a> {
 }
 
 /// A decoded target: `{:ring, resource, nodes}`, `{:skeleton, resource, nodes}` or
-/// `{:list, nodes, weighted?}` (built by `HRW.Native`).
+/// `{:list, nodes, weighted?}` (encoded by `HRW.Prepared.nif_target/2`).
 struct Target<'a> {
     structure: Structure<'a>,
     nodes: Nodes<'a>,
@@ -107,11 +108,10 @@ fn target<'a>(term: Term<'a>, budget: &mut Budget) -> Outcome<Target<'a>> {
         }
         (Some(k), Some(nodes)) if k == atoms::list() => {
             let weighted = field(2).and_then(|w| w.decode().ok()).unwrap_or(false);
-            let set = nodeset::decode(nodes, weighted, budget)?;
-            budget.charge(Ring::build_cost(set.nodes.len()))?;
+            let (set, ring) = call_ring(nodes, weighted, budget)?;
             let ids = set.nodes.iter().map(|n| n.0).collect();
             Target {
-                structure: Structure::List(Ring::new(&set.nodes)),
+                structure: Structure::List(ring),
                 nodes: Nodes::Decoded(set.terms, ids),
             }
         }
@@ -125,42 +125,8 @@ fn target<'a>(term: Term<'a>, budget: &mut Budget) -> Outcome<Target<'a>> {
     Ok(target)
 }
 
-/// Phase 1: the keys' ids and, when `keep_terms`, the key terms (for results),
-/// charging `per_key` for each as it goes (a normal call stops as soon as it is over
-/// budget, without first measuring the whole list).
-fn walk_keys<'a>(
-    keys: Term<'a>,
-    per_key: u64,
-    keep_terms: bool,
-    budget: &mut Budget,
-) -> Outcome<(Vec<Term<'a>>, Vec<u64>)> {
-    // A dirty call sizes its buffers once (no reallocation of large vectors); a
-    // normal one may stop early, so it grows them as it goes.
-    let expected = if budget.is_limited() {
-        0
-    } else {
-        keys.list_length().unwrap_or(0)
-    };
-    let mut terms = Vec::with_capacity(if keep_terms { expected } else { 0 });
-    let mut ids = Vec::with_capacity(expected);
-    let env = keys.get_env();
-    let mut probes = Probes::new();
-    let proper = crate::list::for_each_raw_cell(keys, |key| {
-        budget.charge(per_key)?;
-        work::count(3 * work::ELEMENT);
-        ids.push(term_id_in(env, key, budget, &mut probes)?);
-        if keep_terms {
-            // SAFETY: a cell of the key list, valid in `env` for this call.
-            terms.push(unsafe { Term::new(env, key) });
-        }
-        Ok(())
-    })?;
-    if !proper {
-        return bad_arg("keys must be a proper list");
-    }
-    Ok((terms, ids))
-}
-
+/// The batch pool, created by the first batch that is split over it, with that
+/// batch's thread count (`HRW.Batch.threads/0`); later counts are ignored.
 fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
     POOL.get_or_init(|| {
@@ -179,7 +145,8 @@ fn owner_indices(ids: &[u64], lookups: &[&dyn Lookup], threads: usize) -> Vec<Ve
     let parallel = threads > 1 && ids.len() >= PARALLEL_MIN_KEYS;
     let all = |lookup: &&dyn Lookup| {
         let mut out = vec![0u32; ids.len()];
-        match pool(threads).filter(|_| parallel) {
+        // Only a batch that is split creates the pool (`then`, not `filter`).
+        match parallel.then(|| pool(threads)).flatten() {
             Some(pool) => pool.install(|| {
                 out.par_chunks_mut(PARALLEL_CHUNK)
                     .zip(ids.par_chunks(PARALLEL_CHUNK))
@@ -196,8 +163,8 @@ fn owner_indices(ids: &[u64], lookups: &[&dyn Lookup], threads: usize) -> Vec<Ve
 const COST_ID_LOOKUP: u64 = 16 * work::ELEMENT;
 
 /// VM work units per byte of a binary in a map key: the VM's internal hash of a
-/// binary (measured ~0.4 ns a byte warm, 1.3 loaded: `HRW.group_by_owner` of 40
-/// one-megabyte nodes took 16-53 ms) and its byte-wise compares.
+/// binary and its byte-wise compares (test/hrw/budget_test.exs, "the found
+/// uncharged work is charged": a map of 40 one-megabyte nodes goes dirty).
 const MAP_KEY_COST_PER_BYTE: u64 = 1;
 
 /// Most keys of a map the VM keeps flat (`MAP_SMALL_MAP_LIMIT`): it sorts them by
@@ -268,7 +235,8 @@ fn node_id(nodes: &Nodes, i: u32, budget: &mut Budget) -> Outcome<(u64, u64)> {
 
 /// The shared front of every batch: decode, charge, look up.
 struct Batch<'a> {
-    keys: Vec<Term<'a>>,
+    /// The key terms (raw, of the call's env), when kept.
+    keys: Vec<ErlNifTerm>,
     targets: Vec<Target<'a>>,
     owners: Vec<Vec<u32>>,
 }
@@ -287,11 +255,11 @@ fn run<'a>(
     // Per target: the lookup and its owner index.
     let per_target = |t: &Target| t.structure.lookup().owner_cost() + work::ELEMENT;
     let per_key: u64 = COST_PER_KEY + targets.iter().map(per_target).sum::<u64>();
-    let (keys, ids) = walk_keys(keys, per_key, keep_terms, budget)?;
+    let keys = walk_keys(keys, per_key, keep_terms, budget)?;
     let lookups: Vec<&dyn Lookup> = targets.iter().map(|t| t.structure.lookup()).collect();
-    let owners = owner_indices(&ids, &lookups, threads);
+    let owners = owner_indices(&keys.ids, &lookups, threads);
     Ok(Batch {
-        keys,
+        keys: keys.terms,
         targets,
         owners,
     })
@@ -354,10 +322,7 @@ fn groups<'a>(
     let mut key_costs: u64 = 0;
     for group in order.chunk_by(|&x, &y| owners[x as usize] == owners[y as usize]) {
         work::count(work::ELEMENT * group.len() as u64);
-        let members: Vec<ErlNifTerm> = group
-            .iter()
-            .map(|&k| b.keys[k as usize].as_c_arg())
-            .collect();
+        let members: Vec<ErlNifTerm> = group.iter().map(|&k| b.keys[k as usize]).collect();
         let owner = owners[group[0] as usize];
         if budget.is_limited() {
             // What the VM's map builder will spend on this node term as a key.
@@ -400,15 +365,14 @@ fn moves<'a>(
         let moved = from.as_c_arg() != to.as_c_arg()
             && from_ids.get(from_nodes, i, budget)?.0 != to_ids.get(to_nodes, j, budget)?.0;
         if moved {
-            out.push((*key, from, to).encode(env).as_c_arg());
+            // SAFETY: a cell of the key list, valid in `env` for this call.
+            let key = unsafe { Term::new(env, *key) };
+            out.push((key, from, to).encode(env).as_c_arg());
         }
     }
     make_list(env, &out)
 }
 
-twin_nifs!(batch_owners_normal, batch_owners_dirty, batch_owners_probe => owners(env, keys, target, threads),
-    <'a>(keys: Term<'a>, target: Term<'a>, threads: usize) -> [Term<'a>]);
-twin_nifs!(batch_groups_normal, batch_groups_dirty, batch_groups_probe => groups(env, keys, target, threads),
-    <'a>(keys: Term<'a>, target: Term<'a>, threads: usize) -> [Term<'a>]);
-twin_nifs!(batch_moves_normal, batch_moves_dirty, batch_moves_probe => moves(env, keys, before, after, threads),
-    <'a>(keys: Term<'a>, before: Term<'a>, after: Term<'a>, threads: usize) -> [Term<'a>]);
+nif!(batch_owners => owners(env, keys, target, threads));
+nif!(batch_groups => groups(env, keys, target, threads));
+nif!(batch_moves => moves(env, keys, before, after, threads));

@@ -1,9 +1,11 @@
 //! `HRW.Bounded.assignments/3`, native path: one call for the whole key set.
 
 use crate::batch::{map_key_cost, map_keys_cost};
-use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
+use crate::budget::Budget;
+use crate::cells::walk_keys;
+use crate::errors::{bad_arg, Outcome};
+use crate::nif::nif;
 use crate::nodeset;
-use crate::term_id::{term_id_in, Probes};
 use hrw_core::bounded::{assign_cost, assign_sorted};
 use hrw_core::sort;
 use hrw_core::work;
@@ -26,37 +28,20 @@ fn assignments<'a>(
 ) -> Outcome<Term<'a>> {
     let set = nodeset::decode(nodes, false, budget)?;
     let per_key = cost_per_key(set.nodes.len());
-    // Sized once on a dirty scheduler (growing a large vector copies it).
-    let expected = if budget.is_limited() {
-        0
-    } else {
-        keys.list_length().unwrap_or(0)
-    };
-    // (id, position) per key, and the key terms by position.
-    let mut order: Vec<(u64, usize)> = Vec::with_capacity(expected);
-    let mut terms: Vec<ErlNifTerm> = Vec::with_capacity(expected);
-    let mut probes = Probes::new();
     // The keys' walks and binary bytes: what the result map's builder hashes.
-    let (mut walks, bytes) = (0u64, budget.binary_bytes());
-    let proper = crate::list::for_each_raw_cell(keys, |key| {
-        budget.charge(per_key)?;
-        work::count(2 * work::ELEMENT);
-        let before = budget.remaining();
-        order.push((term_id_in(env, key, budget, &mut probes)?, terms.len()));
-        walks += before.saturating_sub(budget.remaining());
-        terms.push(key);
-        Ok(())
-    })?;
-    if !proper {
-        return bad_arg("keys must be a proper list");
-    }
+    let bytes = budget.binary_bytes();
+    let keys = walk_keys(keys, per_key, true, budget)?;
+    let terms = keys.terms;
+    // (id, position) per key.
+    work::count(work::ELEMENT * keys.ids.len() as u64);
+    let mut order: Vec<(u64, usize)> = keys.ids.into_iter().zip(0..).collect();
     // Two sorts (ours, for the assignment's order, and the result map's), the
     // dedup and the id copy, the node ids, and the assignment's own pass over keys
     // and nodes; the per-key scans were charged per key above.
     let k = order.len();
     // The result map hashes (or compares) every key: charged before it is built.
     let key_bytes = budget.binary_bytes().wrapping_sub(bytes);
-    let map_keys = map_keys_cost(map_key_cost(walks, key_bytes), k);
+    let map_keys = map_keys_cost(map_key_cost(keys.walk_units, key_bytes), k);
     budget.charge(map_keys)?;
     work::count(map_keys);
     budget.charge(
@@ -99,5 +84,4 @@ fn assignments<'a>(
     Ok(unsafe { Term::new(env, map.assume_init()) })
 }
 
-twin_nifs!(bounded_assignments_normal, bounded_assignments_dirty, bounded_assignments_probe => assignments(env, keys, nodes, epsilon),
-    <'a>(keys: Term<'a>, nodes: Term<'a>, epsilon: f64) -> [Term<'a>]);
+nif!(bounded_assignments => assignments(env, keys, nodes, epsilon));

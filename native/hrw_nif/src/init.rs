@@ -67,7 +67,7 @@ unsafe extern "C" fn upgrade(
     ready(env)
 }
 
-/// The entry the VM reads, built once: every NIF that `raw_nif!` and
+/// The entry the VM reads, built once: every NIF that `nif!` and
 /// `#[rustler::nif]` submitted, plus our callbacks. (The VM may call `nif_init`
 /// again on every load of the path; the entry and its function table stay put.)
 fn entry() -> *const ErlNifEntry {

@@ -1,16 +1,35 @@
 //! Erlang NIF glue for `hrw_core`: the only place that turns terms into ids.
 //!
-//! Each NIF that can be handed large input exists twice: a normal-scheduler version
-//! that works within a budget and raises `:hrw_needs_dirty` when it would exceed it,
-//! and a `_dirty` twin on a dirty CPU scheduler. `lib/hrw/native.ex` documents the
-//! protocol on the Elixir side.
+//! Its rooms, each with one job (a module imports only modules above it in this
+//! list, or its own children):
+//!
+//! | module | job |
+//! |---|---|
+//! | `errors` | how a NIF says no: `ArgumentError`, a stale resource |
+//! | `budget` | the work budget of a normal-scheduler call |
+//! | `nif` | the NIF wrapper macro (`nif!`): decoding, scheduling, probes |
+//! | `bits`, `tuple_view` | reading the VM's terms in place |
+//! | `term_id` | term ids (and the `term_id` and `score` NIFs) |
+//! | `cells` | the one walk over a list's cells (node lists, key lists) |
+//! | `weighted` | `{node, weight}` entries (and the `weighted_score` NIF) |
+//! | `nodeset` | a node list decoded: ids, weights, distinct terms; the per-call ring |
+//! | `list` | the stateless list path (`list_owner`, `list_owners`) |
+//! | `resource`, `prepared`, `ring`, `skeleton` | prepared structures in NIF resources |
+//! | `batch`, `bounded` | many keys in one call |
+//! | `init` | the library's entry (load and upgrade callbacks) |
+//!
+//! Every NIF is declared by one `nif!` line beside the function it wraps (nif.rs);
+//! lib/hrw/native.ex holds its stubs.
 
 mod batch;
 mod bits;
 mod bounded;
-mod failure;
+mod budget;
+mod cells;
+mod errors;
 mod init;
 mod list;
+mod nif;
 mod nodeset;
 mod prepared;
 mod resource;
@@ -26,8 +45,7 @@ use std::alloc::{GlobalAlloc, Layout};
 
 /// Rust allocations of the NIF (term walks, node lists, batches) come from the VM's
 /// allocator, which keeps freed carriers for reuse: with the system allocator every
-/// build of thousands of nodes mapped fresh pages for its buffers and faulted them
-/// in (about half of a 10k-node build's time went to the kernel).
+/// build of thousands of nodes maps fresh pages for its buffers and faults them in.
 #[global_allocator]
 static ALLOCATOR: VmAllocator = VmAllocator;
 

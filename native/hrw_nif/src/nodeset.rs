@@ -1,10 +1,14 @@
-//! Decoding a node list for a prepared structure: ids, weights, distinct terms.
+//! Decoding a node list: ids, weights, distinct terms; for a prepared structure's
+//! build, and for the ring a list call or a batch over a list prepares for itself
+//! ([`call_ring`]).
 
-use crate::failure::{Budget, Failure, Outcome};
-use crate::list::for_each_raw_node;
+use crate::budget::Budget;
+use crate::cells::{for_each_raw_node, longer_than};
+use crate::errors::{Failure, Outcome};
 use crate::term_id::{term_id_in, Probes};
 use crate::weighted::decode_weighted;
 use hrw_core::nodes::{distinct, distinct_cost, fingerprint, fingerprint_cost};
+use hrw_core::ring::Ring;
 use hrw_core::work;
 use rustler::{Encoder, Env, Term};
 use std::collections::HashMap;
@@ -27,14 +31,10 @@ pub struct NodeSet<'a> {
 /// repeated ids) the second pass that picks each kept weight's term.
 const DECODE_COST_PER_NODE: u64 = 7 * work::ELEMENT + 2 * distinct_cost(1);
 
-/// Cells of a node list counted per charge by [`decode_for_build`]'s length walk.
-const LENGTH_CHUNK: usize = 64;
-
 /// [`decode`] for a build that then spends at least `build_per_node` units per
 /// node: on a normal scheduler the list's length is first counted, up to the most
 /// nodes the budget could pay for, and a longer list asks for the dirty scheduler
-/// before anything is decoded, so no list is decoded twice. (The count walks cells
-/// only, in chunks charged before they are walked.)
+/// before anything is decoded, so no list is decoded twice.
 pub fn decode_for_build<'a>(
     nodes: Term<'a>,
     weighted: bool,
@@ -46,26 +46,26 @@ pub fn decode_for_build<'a>(
         // visit, and the build's share.
         let least = DECODE_COST_PER_NODE + work::TERM + build_per_node;
         let fits = (budget.remaining() / least) as usize;
-        let mut rest = nodes;
-        let mut cells = 0usize;
-        'walk: while cells <= fits {
-            budget.charge(LENGTH_CHUNK as u64 * work::ELEMENT)?;
-            work::count(LENGTH_CHUNK as u64 * work::ELEMENT);
-            for _ in 0..LENGTH_CHUNK {
-                match rest.list_get_cell() {
-                    Ok((_, tail)) => {
-                        cells += 1;
-                        rest = tail;
-                    }
-                    Err(_) => break 'walk,
-                }
-            }
-        }
-        if cells > fits {
+        if longer_than(nodes, fits, budget)? {
             return Err(Failure::NeedsDirty);
         }
     }
     decode(nodes, weighted, budget)
+}
+
+/// The ring of the node list `nodes`, prepared for one call (the list path's
+/// weighted owner and its owners, and a batch over a list): the same code, and
+/// tie rules, as `HRW.Ring`, so list and ring agree by construction. Charges the
+/// decoding and the build.
+pub fn call_ring<'a>(
+    nodes: Term<'a>,
+    weighted: bool,
+    budget: &mut Budget,
+) -> Outcome<(NodeSet<'a>, Ring)> {
+    let set = decode(nodes, weighted, budget)?;
+    budget.charge(Ring::build_cost(set.nodes.len()))?;
+    let ring = Ring::new(&set.nodes);
+    Ok((set, ring))
 }
 
 pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outcome<NodeSet<'a>> {

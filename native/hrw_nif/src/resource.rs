@@ -1,8 +1,8 @@
 //! NIF resources opened by hand, for the lookup hot path.
 //!
 //! rustler's `ResourceArc` finds the resource type in a `TypeId`-keyed hash map and
-//! bumps a reference count on every decode and drop: about a third of a ~100 ns ring
-//! or skeleton lookup. Here each type is opened once at load into a static, values
+//! bumps a reference count on every decode and drop, a large share of a ring or
+//! skeleton lookup. Here each type is opened once at load into a static, values
 //! are boxed into the resource, and a lookup borrows the value for the duration of
 //! the NIF call, which the argument term keeps alive.
 

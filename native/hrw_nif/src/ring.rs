@@ -1,7 +1,9 @@
 //! `HRW.Ring`: the exact prepared ring in a NIF resource (its NIFs are written once
 //! for both prepared structures, in prepared.rs).
 
-use crate::failure::{twin_nifs, Budget, Outcome};
+use crate::budget::Budget;
+use crate::errors::Outcome;
+use crate::nif::nif;
 use crate::prepared::{self, owner, owners, Lookup, Prepared};
 use crate::resource::{resource_slot, Resource};
 use hrw_core::ring::Ring;
@@ -56,9 +58,6 @@ fn build<'a>(env: Env<'a>, nodes: Term<'a>, weighted: bool, b: &mut Budget) -> O
     prepared::build::<Ring>(env, nodes, weighted, (), b)
 }
 
-twin_nifs!(ring_new_normal, ring_new_dirty, ring_new_probe => build(env, nodes, weighted),
-    <'a>(nodes: Term<'a>, weighted: bool) -> [Term<'a>]);
-twin_nifs!(ring_owner_normal, ring_owner_dirty, ring_owner_probe => owner::<Ring>(ring, key),
-    (ring: Term, key: Term) -> [usize]);
-twin_nifs!(ring_owners_normal, ring_owners_dirty, ring_owners_probe => owners::<Ring>(ring, key, count),
-    (ring: Term, key: Term, count: usize) -> [Vec<usize>]);
+nif!(ring_new => build(env, nodes, weighted));
+nif!(ring_owner => owner::<Ring>(ring, key));
+nif!(ring_owners => owners::<Ring>(ring, key, count));

@@ -1,12 +1,11 @@
 //! `HRW.Skeleton`: the O(log n) churn-stable skeleton in a NIF resource (its NIFs
 //! are written once for both prepared structures, in prepared.rs).
 
-use crate::failure::twin_nifs;
+use crate::nif::nif;
 use crate::prepared::{build, owner, owners, Lookup, Prepared};
 use crate::resource::{resource_slot, Resource};
 use hrw_core::skeleton::Skeleton;
 use rustler::sys::ErlNifResourceType;
-use rustler::Term;
 use std::sync::atomic::AtomicPtr;
 
 /// The resource of an `HRW.Skeleton`: the core's skeleton itself.
@@ -57,9 +56,6 @@ impl Prepared for Skeleton {
     }
 }
 
-twin_nifs!(skeleton_new_normal, skeleton_new_dirty, skeleton_new_probe => build::<Skeleton>(env, nodes, weighted, leaf_size),
-    <'a>(nodes: Term<'a>, weighted: bool, leaf_size: usize) -> [Term<'a>]);
-twin_nifs!(skeleton_owner_normal, skeleton_owner_dirty, skeleton_owner_probe => owner::<Skeleton>(skeleton, key),
-    (skeleton: Term, key: Term) -> [usize]);
-twin_nifs!(skeleton_owners_normal, skeleton_owners_dirty, skeleton_owners_probe => owners::<Skeleton>(skeleton, key, count),
-    (skeleton: Term, key: Term, count: usize) -> [Vec<usize>]);
+nif!(skeleton_new => build::<Skeleton>(env, nodes, weighted, leaf_size));
+nif!(skeleton_owner => owner::<Skeleton>(skeleton, key));
+nif!(skeleton_owners => owners::<Skeleton>(skeleton, key, count));

@@ -1,6 +1,8 @@
 //! Weighted nodes `{node, weight}`: decoding, and the weighted score NIF.
 
-use crate::failure::{bad_arg, twin_nifs, Budget, Outcome};
+use crate::budget::Budget;
+use crate::errors::{bad_arg, Outcome};
+use crate::nif::nif;
 use crate::term_id::term_id;
 use hrw_core::n3;
 use hrw_core::weighted::{valid_weight, Standing, Weight};
@@ -47,8 +49,7 @@ pub fn decode_weighted<'a>(entry: Term<'a>) -> Outcome<(Term<'a>, f64, Term<'a>)
 
 /// A short description of `term` for an error message, in bounded time. Terms are
 /// never printed whole: `{:?}` converts a bignum to decimal in quadratic time on
-/// the calling scheduler (2.5 s for a 2^1000000 weight, 40 s for 2^4000000), and
-/// would walk every element of a large compound term.
+/// the calling scheduler, and would walk every element of a large compound term.
 fn describe(term: Term) -> String {
     match term.get_type() {
         TermType::Integer if term.decode::<i64>().is_ok() => format!("{term:?}"),
@@ -116,5 +117,4 @@ fn score(key: Term, entry: Term, budget: &mut Budget) -> Outcome<u128> {
     Ok(!st.rank())
 }
 
-twin_nifs!(weighted_score_normal, weighted_score_dirty, weighted_score_probe => score(key, entry),
-    (key: Term, entry: Term) -> [u128]);
+nif!(weighted_score => score(key, entry));

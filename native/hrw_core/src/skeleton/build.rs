@@ -9,8 +9,8 @@ use crate::work;
 
 /// How many ids an unweighted leaf of `m` nodes scans (`m` plus padding). With a
 /// SIMD scan backend, leaves of the usual sizes are padded to one fixed multiple of
-/// 8 lanes: no scalar remainder, and the same trip count on every lookup (measured
-/// 58 -> 44 ns per owner at 10k nodes with AVX-512). The portable scan gains
+/// 8 lanes: no scalar remainder, and the same trip count on every lookup. The
+/// portable scan gains
 /// nothing from it, so it scans exactly `m`. Placements never depend on this.
 fn scan_width(m: usize, leaf_size: usize) -> usize {
     if m == 0 || leaf_size < 8 || scan::Backend::detect() == scan::Backend::Portable {
@@ -26,8 +26,8 @@ fn scan_width(m: usize, leaf_size: usize) -> usize {
 /// when it spans at least two of them (4 MiB; smaller vectors come back as they
 /// are). At 1M nodes a lookup reads a random trie path out of ~3 MB and a random
 /// leaf block out of ~16 MB: with 4 KiB pages most of those reads also miss the
-/// TLB, and a random load from 16 MB measured ~20% faster on huge pages here. The
-/// copy costs ~2% of such a build. Only a hint: no value changes, failure is ignored.
+/// TLB, which huge pages spare; the copy is small next to such a build. Only a
+/// hint: no value changes, failure is ignored.
 fn on_huge_pages<T: Copy>(v: Vec<T>) -> Vec<T> {
     const HUGE: usize = 2 << 20;
     let bytes = std::mem::size_of_val(v.as_slice());

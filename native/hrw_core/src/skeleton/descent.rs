@@ -62,7 +62,7 @@ impl Skeleton {
         if m > 0 && self.blocks.len() > PREFETCH_FROM_WORDS {
             // The scan loads the ids at once; the build indices it reads next are
             // requested now, so a miss on them overlaps the scan's. (Small skeletons
-            // stay in cache, and there the two hints only cost time: ~1 ns at 10 nodes.)
+            // stay in cache, and there the two hints only cost time.)
             let base = self.blocks.as_ptr().wrapping_add(off);
             let (lo, hi) = self.index_words(m, width);
             prefetch(base.wrapping_add(lo));
@@ -92,7 +92,7 @@ impl Skeleton {
         let mut kc = keys.chunks_exact(BATCH_LANES);
         let mut oc = out.chunks_exact_mut(BATCH_LANES);
         if self.blocks.len() <= BATCH_PREFETCH_FROM_WORDS {
-            // In cache: nothing to hide, and holding a group back costs ~0.5 ns a key.
+            // In cache: nothing to hide, and holding a group back costs time.
             for (keys, out) in (&mut kc).zip(&mut oc) {
                 self.scan_lanes(&self.descend_lanes(keys), out);
             }
@@ -221,7 +221,7 @@ impl Skeleton {
     /// `m > 0` nodes, leaving out the positions `j` for which `skip(j)` holds (at
     /// least one must stay); exactly `weighted::argmin` over the nodes it keeps.
     ///
-    /// The logarithm is the expensive part (~40 ns of latency), so it is taken only
+    /// The logarithm is the expensive part (a long latency chain), so it is taken only
     /// between nodes that can still win. With `a = 1 - u` (exact in f64),
     /// `-ln(u) = a + a^2/2 + a^3/3 + ...` lies in `[a + a^2/2, a + a^2/2 +
     /// a^3 / (3 (1 - a))]`; times `log2(e)` that bounds `-log2(u)`, which the computed

@@ -40,9 +40,9 @@
 //! needs. Tying the coin to the bit position (not to an array slot, nor to the depth
 //! in the compressed trie) means a node appearing or leaving elsewhere never changes
 //! anyone's coins, and lets a lookup compute its coins before it has loaded the trie
-//! nodes they are compared with. One N3 score per internal level instead (the
-//! literal "score(prep(key), node salt)" per node) measured 2x slower: 99 vs 44 ns at
-//! 10k nodes.
+//! nodes they are compared with (one N3 score per internal node instead, the
+//! literal "score(prep(key), node salt)", would put a score on the load chain of
+//! every level).
 //!
 //! # Layout
 //!
@@ -55,45 +55,36 @@
 //! indices. None of this changes a placement.
 //!
 //! At 1M nodes the slots take ~2.9 MB and the leaf blocks ~16 MB: a lookup's deep
-//! levels and its leaf miss the caches, and one random load from 16 MB costs ~200 ns
-//! here (TLB and DRAM), so a single lookup cannot come close to a 10k-node one
-//! (~44 ns). [`Skeleton::owners_of`] hides the latency instead of removing it: eight
-//! descents go down in lock-step (their loads are independent, so they are in flight
-//! together) and all eight leaf blocks are requested before the first is scanned
-//! (measured with `examples/skeleton_layout.rs`: ~28 ns per key at 10k nodes,
-//! ~100 at 1M, against ~44 and ~300 one lookup at a time).
+//! levels and its leaf miss the caches (TLB and DRAM), so a single lookup cannot
+//! come close to a 10k-node one. [`Skeleton::owners_of`] hides the latency instead
+//! of removing it: eight descents go down in lock-step (their loads are
+//! independent, so they are in flight together) and all eight leaf blocks are
+//! requested before the first is scanned. `examples/skeleton_layout.rs` measures
+//! both, one lookup at a time and in batches, from 10 to 1M nodes
+//! (bench/results/skeleton_layout-2026-12-01.txt).
 //!
-//! Measured and not adopted, while aiming at a 1M-node lookup within 2× a 10k-node
-//! one (what `examples/skeleton_layout.rs` measures; the packed copy's code was not
-//! kept): a copy of the trie packed three levels to a 64-byte line (the high halves of seven thresholds and eight child references; the
-//! low halves apart, read only on a tie), so a 1M-node path takes 6 dependent loads
-//! instead of 18. In Rust alone its descent took 70-110 ns against the slots'
-//! 90-124 at 1M nodes, but 27-39 against 18-31 at 10k, and the batch got slower at
-//! both sizes: the slots' deep levels mostly hit L2 and L3, and what keeps a 1M-node
-//! lookup at ~220-280 ns is its leaf block, one random load from ~16 MB that
-//! misses to DRAM (80-140 ns here, huge pages or not). No trie layout removes that.
+//! Not adopted: a copy of the trie packed three levels to a 64-byte line (the high
+//! halves of seven thresholds and eight child references; the low halves apart,
+//! read only on a tie), so a 1M-node path takes 6 dependent loads instead of 18.
+//! What keeps a 1M-node lookup slow is its leaf block, one random load from ~16 MB
+//! that misses to DRAM, which no trie layout removes; the slots' deep levels mostly
+//! hit L2 and L3.
 //!
 //! # Churn
 //!
 //! Adding a node moves, at each internal node on its path, the keys whose coin falls
 //! between the old and the new threshold (about 1/(2N) of all keys per level), the
 //! keys it wins in its leaf (about 1/N), and, when its leaf overflows and splits,
-//! about half of that leaf's keys. Removing is symmetric. Measured with leaf_size 16
-//! (keys moved, times N; flat HRW gives 1): ~4.5 mean / ~11 max near 1000 nodes, ~6
-//! mean / ~13 max near 10k, ~11 mean / ~15 max at 1M; never a reshuffle, at any N
-//! (`examples/skeleton_sim.rs`, tests `churn_*`).
+//! about half of that leaf's keys. Removing is symmetric: never a reshuffle, at any
+//! N (tests `churn_*`; keys moved per join and leave, times N, by
+//! `examples/skeleton_sim.rs` in bench/results/skeleton_sim-2026-12-01.txt).
 //!
-//! Measured and not adopted (`skeleton_sim --v2`, module `radix` of
-//! `examples/skeleton_sim.rs`): an aligned radix-16
-//! trie where each internal node picks its child by weighted rendezvous among its
-//! children (weight = node count; monotone, so only the mass that must move moves at
-//! each level). It moved about half as many keys (× N, means over three namings:
-//! ~2.6 at 1k, ~3.4 at 10k, ~4.1 at 100k nodes), but at 1M its depth-4 subtrees
-//! hold ~15 nodes, so joins often split a leaf (join means 4.4 to 14.5 by naming;
-//! this skeleton's are 9.3 to 14.4 there). A lookup costs 16 draws per level instead
-//! of one coin: with an AVX-512 pick (draws computed off the load chain, float
-//! bounds, exact §3 keys in ~4% of picks) 2-2.5x slower than this skeleton at 1k and
-//! 10k nodes, 2.2-2.9x at 100k, 1.1-1.25x at 1M; portably 5-9x up to 10k.
+//! Not adopted (`skeleton_sim --v2`, module `radix` of `examples/skeleton_sim.rs`):
+//! an aligned radix-16 trie where each internal node picks its child by weighted
+//! rendezvous among its children (weight = node count; monotone, so only the mass
+//! that must move moves at each level). It moves fewer keys up to 100k nodes, but
+//! at 1M its depth-4 subtrees hold ~15 nodes, so joins often split a leaf; and a
+//! lookup costs 16 draws per level instead of one coin.
 //!
 //! # Replicas
 //!

@@ -3,10 +3,10 @@
 //! term format, ETF), atom names (Latin-1 through the NIF API, others from their
 //! ETF), bitstrings, pids, ports, references and funs (from their ETF).
 
-use super::{atom_read_cost, etf_cost, hash_cost, unreadable, MAX_NORMAL_BIG_BYTES};
-use super::{MAX_ATOM_ETF, MAX_OPAQUE_ETF, SMALL_BIG_BYTES};
-use crate::failure::{bad_arg, Budget, Failure, Outcome};
-use hrw_core::term_hash::{self, tag, MAX_ATOM_CHARS};
+use super::cost::{atom_read_cost, etf_cost, hash_cost, unreadable};
+use crate::budget::Budget;
+use crate::errors::{bad_arg, Failure, Outcome};
+use hrw_core::term_hash::{self, tag, MAX_ATOM_CHARS, MAX_ATOM_UTF8_BYTES};
 use hrw_core::work;
 use rustler::sys::{
     enif_get_atom, enif_get_atom_length, enif_term_to_binary, ErlNifBinary, ErlNifCharEncoding,
@@ -14,6 +14,19 @@ use rustler::sys::{
 use rustler::{Encoder, Env, OwnedBinary, Term, TermType};
 use std::mem::MaybeUninit;
 use std::os::raw::{c_char, c_uint};
+
+/// Widest integer magnitude, in bytes, read on a normal scheduler (up to 2^2040 − 1).
+/// Its size is proved by two comparisons with fixed limits before it is encoded.
+pub const MAX_NORMAL_BIG_BYTES: usize = 255;
+/// The narrower limit tried first, so that 65- to 128-bit integers pay for a small
+/// limit term only.
+const SMALL_BIG_BYTES: usize = 16;
+
+/// Largest ETF of an atom: version, tag, a 2-byte length, the UTF-8 name.
+const MAX_ATOM_ETF: usize = 4 + MAX_ATOM_UTF8_BYTES;
+/// Largest ETF of a pid, port or reference: the node name (an atom) plus at most
+/// 5 words of 4 bytes, a creation, lengths and tags.
+const MAX_OPAQUE_ETF: usize = MAX_ATOM_ETF + 64;
 
 /// The id of a term that is neither a binary nor a container, its visit charged.
 pub(super) fn leaf_id(term: Term, kind: TermType, budget: &mut Budget) -> Outcome<u64> {

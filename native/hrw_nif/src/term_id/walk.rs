@@ -1,18 +1,31 @@
-//! The general term walk, for every term the fast paths ([`super::fast`]) do not
-//! take: nested containers, lists, and the leaves of [`super::etf`].
+//! The general term walk, for every term the fast paths ([`super::fast`],
+//! [`super::leaf`]) do not take: nested containers, lists, and the leaves of
+//! [`super::etf`].
 
+use super::cost::{charge_map, hash_cost, ids_cost, unreadable, COST_PER_MAP, COST_PER_MAP_ENTRY};
 use super::etf::leaf_id;
-use super::fast::{fast_leaf, Fast};
+use super::leaf::{fast_leaf, Fast};
 use super::map_entries::MapEntries;
-use super::{
-    charge_map, hash_cost, ids_cost, tuple_elements, unreadable, COST_PER_MAP, COST_PER_MAP_ENTRY,
-    MAX_DEPTH,
-};
-use crate::failure::{bad_arg, Budget, Failure, Outcome};
+use crate::budget::Budget;
+use crate::errors::{bad_arg, Failure, Outcome};
+use crate::tuple_view::TupleView;
 use hrw_core::term_hash::{tag, IdStack, Mark};
 use hrw_core::work;
+use rustler::sys::ErlNifTerm;
 use rustler::{Env, Term, TermType};
 use std::mem::MaybeUninit;
+
+/// Deeper nesting is refused: it keeps recursion far inside a scheduler's stack.
+/// The term itself is at depth 0, the elements of a container at depth `d` are at
+/// `d + 1`; a term at a depth above this is refused.
+pub const MAX_DEPTH: usize = 256;
+
+/// The elements of a tuple term, in place (raw: the fast paths read them as such).
+pub(super) fn tuple_elements<'a>(term: Term<'a>) -> Outcome<&'a [ErlNifTerm]> {
+    TupleView::of(term)
+        .map(|t| t.raw())
+        .ok_or_else(|| unreadable("tuple"))
+}
 
 /// One term walk: containers build their encodings on one shared [`IdStack`], so a
 /// level of nesting costs the machine stack only a small frame (the walk recurses,
@@ -136,7 +149,7 @@ impl<'b> Walk<'b> {
         self.close_map(mark, n)
     }
 
-    /// The rest of a top-level map that [`flat_map`] began (at depth 0): `done`
+    /// The rest of a top-level map that `fast::flat_map` began (at depth 0): `done`
     /// entries and then `current` read, `iter` just past `current`.
     pub(super) fn map_rest<'a>(
         &mut self,

@@ -184,8 +184,8 @@ fn wide_weights_give_distinct_owners_and_the_flat_ones_within_a_leaf() {
 
 #[test]
 fn tiny_weights_among_ones_never_repeat_a_replica() {
-    // The case: weights below ~1e-290 made the leaf bounds overflow,
-    // and owners/3 returned the first leaf node again.
+    // Weights below ~1e-290 can overflow the leaf bounds; owners/3 must still
+    // never return a leaf node twice.
     for tiny in [1e-290, 1e-300, 1e-310, 5e-324] {
         let nodes = [(11u64, 1.0), (22, tiny), (33, 2.0), (44, tiny * 3.0)];
         for leaf in [1, 16] {

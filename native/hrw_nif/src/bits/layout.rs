@@ -1,0 +1,99 @@
+//! The ERTS term layout that [`super::unaligned_size`] reads, as pure functions of
+//! a term word (no VM call), so that tests/bits_layout.rs can run them on fake terms.
+//!
+//! A boxed term (primary tag `10`) is a pointer to its header word with tag bits in
+//! its low bits: ERTS clears `TAG_PTR_MASK__` (erl_term.h) to get the pointer,
+//! three bits on 64-bit VMs and two on 32-bit ones. The third bit is set on literal
+//! terms when the VM has no physical memory reservation (`TAG_LITERAL_PTR`, 0x4:
+//! Windows, and debug emulators), so clearing two bits would leave a pointer 4
+//! bytes into the header.
+//!
+//! Two sub-binary layouts, each a header word (subtag, and an arity of at least 3
+//! words) and then:
+//! - ERTS 13 and 14 (OTP 25, 26), `ErlSubBin` (erl_binary.h), subtag 0xA: the size
+//!   in bytes, the byte offset, and a word whose second byte is the bit offset;
+//! - ERTS 15 to 17 (OTP 27 to 29), `ErlSubBits` (erl_bits.h), subtag 0x9 (header
+//!   0x124 seen on OTP 27.3 and 29.1): the base pointer with flags, then the start
+//!   and end offsets in bits (the start is bumped by whole bytes to make room for
+//!   the flags, so its low 3 bits are the bit offset).
+
+/// ERTS's `_TAG_PRIMARY_MASK`, and the primary tag of a boxed term.
+pub const PRIMARY_MASK: usize = 0x3;
+pub const PRIMARY_BOXED: usize = 0x2;
+
+/// ERTS's `TAG_PTR_MASK__`: the low bits of a boxed term that are not pointer.
+#[cfg(target_pointer_width = "64")]
+pub const TAG_PTR_MASK: usize = 0x7;
+#[cfg(not(target_pointer_width = "64"))]
+pub const TAG_PTR_MASK: usize = 0x3;
+
+/// `_make_header(ERL_SUB_BIN_SIZE - 2, _TAG_HEADER_SUB_BIN)`: the low 6 bits are
+/// the subtag (0xA << 2, primary tag 00), the rest the arity (3 words follow
+/// that the header covers: size, offs, and the bit fields).
+pub const SUB_BIN_TAG: usize = 0x28;
+/// The same for `ErlSubBits` (subtag 0x9 << 2).
+pub const SUB_BITS_TAG: usize = 0x24;
+/// The header bits that hold the primary tag and the subtag.
+pub const HEADER_TAG_MASK: usize = 0x3F;
+/// Words after a sub-binary's header that are read.
+pub const SUB_BIN_ARITY: usize = 3;
+
+/// The header pointer of the term word `term` if it is boxed, else `None`.
+#[inline(always)]
+pub fn boxed_ptr(term: usize) -> Option<*const usize> {
+    if term & PRIMARY_MASK != PRIMARY_BOXED {
+        return None;
+    }
+    let ptr = (term & !TAG_PTR_MASK) as *const usize;
+    // Heap words are word-aligned, and the mask clears at least the bits that
+    // alignment leaves zero.
+    debug_assert_eq!(ptr as usize % std::mem::align_of::<usize>(), 0);
+    Some(ptr)
+}
+
+/// For the term word `term` of any type: when it is a boxed term whose header has
+/// the subtag `sub_tag` (the sub-binary tag of this VM, [`SUB_BIN_TAG`] or
+/// [`SUB_BITS_TAG`]; any other value matches no header) and that sub-binary
+/// starts off a byte boundary, its size in bytes; else `None`.
+///
+/// # Safety
+/// `term` is a live term: if boxed, it points (tag bits cleared) at the header
+/// word of its object, as every boxed term does, and an object whose header has a
+/// sub-binary subtag with an arity of at least [`SUB_BIN_ARITY`] has that many
+/// readable words after its header.
+#[inline(always)]
+pub unsafe fn unaligned_size(term: usize, sub_tag: usize) -> Option<usize> {
+    let ptr = boxed_ptr(term)?;
+    // SAFETY: the header word of a live boxed term (the contract), aligned.
+    let header = unsafe { ptr.read() };
+    if header & HEADER_TAG_MASK != sub_tag {
+        return None;
+    }
+    // SAFETY: a sub-binary's header (the tag matched), as the contract requires.
+    unsafe { sub_binary_size(ptr, header) }
+}
+
+/// The size of the sub-binary at `ptr` when it starts off a byte boundary.
+///
+/// # Safety
+/// `ptr` is the aligned header of a sub-binary of the layout its tag names; the
+/// arity is checked here before the words after it are read.
+#[cold]
+#[inline(never)]
+unsafe fn sub_binary_size(ptr: *const usize, header: usize) -> Option<usize> {
+    if header >> 6 < SUB_BIN_ARITY {
+        return None;
+    }
+    // SAFETY: `ptr` is a sub-binary's header whose arity covers the three words
+    // after it (checked above).
+    unsafe {
+        if header & HEADER_TAG_MASK == SUB_BIN_TAG {
+            let size = ptr.add(1).read();
+            let bit_offset = (ptr.add(3).read() >> 8) & 0xFF;
+            (bit_offset != 0).then_some(size)
+        } else {
+            let (start, end) = (ptr.add(2).read(), ptr.add(3).read());
+            (start & 7 != 0 && end >= start).then_some((end - start) >> 3)
+        }
+    }
+}
