@@ -1,5 +1,7 @@
 # The compiler that installs the NIF (precompiled, or built with cargo) lives
 # outside lib/: it has to exist before the project's own modules are compiled.
+Code.require_file("mix/hrw_native/json.ex", __DIR__)
+Code.require_file("mix/hrw_native/safe_file.ex", __DIR__)
 Code.require_file("mix/hrw_native/download.ex", __DIR__)
 Code.require_file("mix/hrw_native/precompiled.ex", __DIR__)
 Code.require_file("mix/tasks/compile.hrw_native.ex", __DIR__)
@@ -42,6 +44,7 @@ defmodule HRW.MixProject do
   # is compiled in :prod, so it never reaches a consumer's build or release;
   # `mix hrw.report` stays in lib/ for users (docs/NATIVE.md).
   defp elixirc_paths(:prod), do: ["lib"]
+  defp elixirc_paths(:test), do: ["lib", "dev", "test/support"]
   defp elixirc_paths(_env), do: ["lib", "dev"]
 
   # The Hex name `hrw` belongs to the pure-Elixir package this one replaces; the
