@@ -144,7 +144,7 @@ defmodule Mix.HrwNative.Download do
 
         {:refused,
          "the TLS handshake with #{shown(s.url)} failed (#{alert}: " <>
-           "#{description |> to_string() |> String.replace(~r/\s+/, " ")})"}
+           "#{description |> to_string() |> String.replace(~r/\s+/, " ") |> String.trim()})"}
 
       {:error, reason} ->
         _ = :gen_tcp.close(tcp)
@@ -383,7 +383,8 @@ defmodule Mix.HrwNative.Download do
 
   defp tls_options(%URI{scheme: "https", host: host}, opts) do
     with {:ok, cacerts} <- cacerts(opts) do
-      {:ok, [cacerts: cacerts, verify: :verify_peer, depth: 4] ++ peer_check(host)}
+      # The alert is in the result's message: ssl need not log it too.
+      {:ok, [cacerts: cacerts, verify: :verify_peer, depth: 4, log_level: :none] ++ peer_check(host)}
     end
   end
 

@@ -418,25 +418,29 @@ defmodule Mix.HrwNative.Precompiled do
       :ok = :zlib.inflateInit(z, 31)
       inflate_chunks(z, :zlib.safeInflate(z, archive), name, 0, [])
     rescue
-      error in ErlangError ->
-        {:refused, "#{name} is not a gzipped tar archive (#{inspect(error.original)})"}
+      error ->
+        {:refused, "#{name} is not a gzipped tar archive (#{Exception.message(error)})"}
     after
       :zlib.close(z)
     end
   end
 
-  defp inflate_chunks(_z, {_, output}, name, size, _acc)
-       when size + byte_size(output) > @max_tar_bytes,
-       do:
-         {:refused,
-          "#{name} inflates to more than #{@max_tar_bytes} bytes: its library would be " <>
-            "over the #{@max_library_bytes}-byte limit"}
+  defp inflate_chunks(z, {state, output}, name, size, acc) do
+    size = size + :erlang.iolist_size(output)
 
-  defp inflate_chunks(z, {:continue, output}, name, size, acc),
-    do: inflate_chunks(z, :zlib.safeInflate(z, []), name, size + byte_size(output), [acc | output])
+    cond do
+      size > @max_tar_bytes ->
+        {:refused,
+         "#{name} inflates to more than #{@max_tar_bytes} bytes: its library would be " <>
+           "over the #{@max_library_bytes}-byte limit"}
 
-  defp inflate_chunks(_z, {:finished, output}, _name, _size, acc),
-    do: {:ok, IO.iodata_to_binary([acc | output])}
+      state == :continue ->
+        inflate_chunks(z, :zlib.safeInflate(z, <<>>), name, size, [acc | output])
+
+      state == :finished ->
+        {:ok, IO.iodata_to_binary([acc | output])}
+    end
+  end
 
   defp unpack(tar, name, library) do
     case :erl_tar.table({:binary, tar}, [:verbose]) do

@@ -39,7 +39,7 @@ defmodule HRW.Test.NativeMirror do
     {listen, port} =
       if tls do
         ensure_started()
-        {:ok, listen} = ssl().listen(0, tcp_opts ++ tls)
+        {:ok, listen} = ssl().listen(0, tcp_opts ++ [log_level: :none] ++ tls)
         {:ok, {_, port}} = ssl().sockname(listen)
         {{:ssl, listen}, port}
       else
@@ -188,31 +188,33 @@ defmodule HRW.Test.NativeMirror do
   def certs(dir) do
     key = {__MODULE__, :certs}
 
-    case :persistent_term.get(key, nil) do
-      nil ->
-        ensure_started()
-        ca = public_key().pkix_test_root_cert(~c"hrw test CA", key: {:namedCurve, :secp256r1})
-        other = public_key().pkix_test_root_cert(~c"other CA", key: {:namedCurve, :secp256r1})
-        good = [{:dNSName, ~c"localhost"}, {:iPAddress, <<127, 0, 0, 1>>}, {:iPAddress, ipv6()}]
-        wrong = [{:dNSName, ~c"other.example"}, {:iPAddress, <<127, 0, 0, 2>>}]
-        %{cert: ca_der} = ca
-        ca_file = Path.join(dir, "ca.pem")
-        File.mkdir_p!(dir)
-        File.write!(ca_file, public_key().pem_encode([{:Certificate, ca_der, :not_encrypted}]))
+    certs =
+      case :persistent_term.get(key, nil) do
+        nil ->
+          ensure_started()
+          ca = public_key().pkix_test_root_cert(~c"hrw test CA", key: {:namedCurve, :secp256r1})
+          other = public_key().pkix_test_root_cert(~c"other CA", key: {:namedCurve, :secp256r1})
+          good = [{:dNSName, ~c"localhost"}, {:iPAddress, <<127, 0, 0, 1>>}, {:iPAddress, ipv6()}]
+          wrong = [{:dNSName, ~c"other.example"}, {:iPAddress, <<127, 0, 0, 2>>}]
 
-        certs = %{
-          good: leaf(ca, good),
-          wrong: leaf(ca, wrong),
-          untrusted: leaf(other, good),
-          ca_file: ca_file
-        }
+          certs = %{
+            ca: ca.cert,
+            good: leaf(ca, good),
+            wrong: leaf(ca, wrong),
+            untrusted: leaf(other, good)
+          }
 
-        :persistent_term.put(key, certs)
-        certs
+          :persistent_term.put(key, certs)
+          certs
 
-      certs ->
-        certs
-    end
+        certs ->
+          certs
+      end
+
+    ca_file = Path.join(dir, "ca.pem")
+    File.mkdir_p!(dir)
+    File.write!(ca_file, public_key().pem_encode([{:Certificate, certs.ca, :not_encrypted}]))
+    Map.put(certs, :ca_file, ca_file)
   end
 
   defp ipv6, do: <<0::120, 1>>
