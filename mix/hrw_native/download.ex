@@ -37,7 +37,8 @@ defmodule Mix.HrwNative.Download do
   (a body over the limit or shorter than declared, a certificate that fails
   verification, a downgrade to http, a URL that is not allowed).
   """
-  @type result :: {:ok, binary(), String.t()} | {:unavailable, String.t()} | {:refused, String.t()}
+  @type result ::
+          {:ok, binary(), String.t()} | {:unavailable, String.t()} | {:refused, String.t()}
 
   @doc "Downloads `url` into memory. See `t:options/0` and `t:result/0`."
   @spec download(String.t(), options()) :: result()
@@ -214,8 +215,11 @@ defmodule Mix.HrwNative.Download do
     ]
 
     case send_data(s.socket, request) do
-      :ok -> :ok
-      {:error, reason} -> {:unavailable, "sending the request for #{shown(s.url)} failed: #{inspect(reason)}"}
+      :ok ->
+        :ok
+
+      {:error, reason} ->
+        {:unavailable, "sending the request for #{shown(s.url)} failed: #{inspect(reason)}"}
     end
   end
 
@@ -384,7 +388,8 @@ defmodule Mix.HrwNative.Download do
   defp tls_options(%URI{scheme: "https", host: host}, opts) do
     with {:ok, cacerts} <- cacerts(opts) do
       # The alert is in the result's message: ssl need not log it too.
-      {:ok, [cacerts: cacerts, verify: :verify_peer, depth: 4, log_level: :none] ++ peer_check(host)}
+      {:ok,
+       [cacerts: cacerts, verify: :verify_peer, depth: 4, log_level: :none] ++ peer_check(host)}
     end
   end
 

@@ -454,7 +454,8 @@ defmodule Mix.HrwNative.Precompiled do
         end
 
       {:ok, [{_member, :regular, size, _, _, _, _}]} ->
-        {:refused, "#{name}'s library is #{size} bytes, over the #{@max_library_bytes}-byte limit"}
+        {:refused,
+         "#{name}'s library is #{size} bytes, over the #{@max_library_bytes}-byte limit"}
 
       {:ok, members} ->
         listed = Enum.map_join(members, ", ", &describe_member/1)
@@ -483,8 +484,7 @@ defmodule Mix.HrwNative.Precompiled do
       {:ok, fd} = :file.open(tmp, [:write, :exclusive, :binary, :compressed])
       {:ok, tar} = :erl_tar.init(fd, :write, &tar_file/2)
 
-      :ok =
-        :erl_tar.add(tar, String.to_charlist(library_path), String.to_charlist(member), [])
+      :ok = :erl_tar.add(tar, String.to_charlist(library_path), String.to_charlist(member), [])
 
       :ok = :erl_tar.close(tar)
       File.rename!(tmp, archive_path)

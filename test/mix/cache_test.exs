@@ -17,7 +17,7 @@ defmodule Mix.HrwNative.CacheTest do
     on_exit(fn -> Mix.shell(Mix.Shell.IO) end)
     tmp = tmp_dir!()
     fixture = archive(Path.join(tmp, "archive"))
-    good = serve(routes: %{"/m/" <> fixture.name => {200, [], fixture.data}})
+    good = serve(routes: %{("/m/" <> fixture.name) => {200, [], fixture.data}})
 
     tmp
     |> new_case()
@@ -146,7 +146,9 @@ defmodule Mix.HrwNative.CacheTest do
     """)
 
     message = mix_error(fn -> obtain(c, cargo: c.fake_cargo) end)
-    assert message =~ "the checksum file #{c.checksum_file} lists #{inspect(c.fixture.name)} more than once"
+
+    assert message =~
+             "the checksum file #{c.checksum_file} lists #{inspect(c.fixture.name)} more than once"
 
     File.write!(c.checksum_file, "%{")
     message = mix_error(fn -> obtain(c, cargo: c.fake_cargo) end)

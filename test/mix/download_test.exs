@@ -15,7 +15,7 @@ defmodule Mix.HrwNative.DownloadTest do
     tmp = tmp_dir!()
     fixture = archive(Path.join(tmp, "archive"))
     c = new_case(tmp)
-    good = serve(routes: %{"/m/" <> fixture.name => {200, [], fixture.data}})
+    good = serve(routes: %{("/m/" <> fixture.name) => {200, [], fixture.data}})
 
     Map.merge(c, %{
       fixture: fixture,
@@ -138,7 +138,13 @@ defmodule Mix.HrwNative.DownloadTest do
 
   test "an IPv6 loopback mirror works", c do
     fixture = c.fixture
-    base = serve(ip: {0, 0, 0, 0, 0, 0, 0, 1}, routes: %{"/" <> fixture.name => {200, [], fixture.data}})
+
+    base =
+      serve(
+        ip: {0, 0, 0, 0, 0, 0, 0, 1},
+        routes: %{("/" <> fixture.name) => {200, [], fixture.data}}
+      )
+
     assert base =~ "http://[::1]:"
     assert obtain(c, base_url: base) == :ok
     assert File.read!(c.dest) == fixture.library

@@ -16,7 +16,7 @@ defmodule Mix.HrwNative.HttpsTest do
     # The variable too, for the task as it read it before it took an option.
     System.put_env("HRW_NATIVE_CACERTS_PATH", certs.ca_file)
     on_exit(fn -> System.delete_env("HRW_NATIVE_CACERTS_PATH") end)
-    routes = %{"/m/" <> fixture.name => {200, [], fixture.data}}
+    routes = %{("/m/" <> fixture.name) => {200, [], fixture.data}}
 
     tmp
     |> new_case()
@@ -52,7 +52,10 @@ defmodule Mix.HrwNative.HttpsTest do
   test "a certificate for another name or address is refused, even with cargo", c do
     for base <- [https(c, :wrong, host: "localhost"), https(c, :wrong)] do
       message = mix_error(fn -> install(c, base, cargo: c.fake_cargo) end)
-      assert message =~ "refusing the precompiled hrw NIF: the TLS handshake with #{base}", message
+
+      assert message =~ "refusing the precompiled hrw NIF: the TLS handshake with #{base}",
+             message
+
       assert message =~ "hostname_check_failed" or message =~ "Hostname", message
     end
 

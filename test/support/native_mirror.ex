@@ -253,7 +253,12 @@ defmodule HRW.Test.NativeMirror do
     :ok = Precompiled.pack(lib, path)
     data = File.read!(path)
     checksum_file = Path.join(dir, "checksum.exs")
-    File.write!(checksum_file, Precompiled.checksum_file_text(%{name => Precompiled.checksum(data)}))
+
+    File.write!(
+      checksum_file,
+      Precompiled.checksum_file_text(%{name => Precompiled.checksum(data)})
+    )
+
     %{name: name, archive: path, data: data, checksum_file: checksum_file, library: library}
   end
 
@@ -276,7 +281,10 @@ defmodule HRW.Test.NativeMirror do
 
   defp tar_header(name, size) do
     field = fn value, width -> String.pad_trailing(value, width, <<0>>) end
-    octal = fn n, width -> field.(String.pad_leading(Integer.to_string(n, 8), width - 1, "0"), width) end
+
+    octal = fn n, width ->
+      field.(String.pad_leading(Integer.to_string(n, 8), width - 1, "0"), width)
+    end
 
     blank =
       field.(name, 100) <>
