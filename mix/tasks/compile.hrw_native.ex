@@ -16,23 +16,29 @@ defmodule Mix.Tasks.Compile.HrwNative do
   `mix.exs`, overridden by `HRW_NATIVE_BASE_URL`), and installed only when its
   SHA-256 is the listed one and it holds nothing but the library.
 
-    * No archive for the target, or a failed download (no answer, an HTTP error,
-      a timeout): the library is built with cargo when cargo is on `PATH`; without
-      cargo the task raises, naming the target and how to build from source.
-    * An archive that does not verify (checksum, truncated, oversized, other
-      contents): the task raises and installs nothing, cargo or not.
+    * No archive for the target, or a failed download (no answer, an HTTP error
+      status, a timeout): the library is built with cargo when cargo is on
+      `PATH`; without cargo the task raises, naming the target and how to build
+      from source.
+    * An archive that does not verify, downloaded or cached (checksum,
+      truncated, oversized, other contents), a certificate that fails
+      verification, a redirect from https to http, or a bad checksum file: the
+      task raises and installs nothing, cargo or not. A bad cache entry is kept.
 
   It builds from source, as below, in any other environment (the repository's own
   dev and test builds: test builds add cargo features that no archive has), when
   `HRW_NATIVE_BUILD` (or RustlerPrecompiled's `RUSTLER_PRECOMPILED_FORCE_BUILD_ALL`)
   is `1` or `true`, or with `config :hrw, build_from_source: true`.
 
-  Environment: `HRW_NATIVE_BASE_URL` (a mirror; plain http only to a loopback
-  host), `HRW_NATIVE_CACHE_DIR` (default `:filename.basedir(:user_cache, "hrw")`,
-  `~/.cache/hrw` on Linux), `HRW_NATIVE_TARGET` (the triple whose archive to use),
-  `HRW_NATIVE_TIMEOUT_MS` (default 30000: the longest wait for a connection or
-  the next bytes; a whole download gets 20 times that), `HRW_NATIVE_CACERTS_PATH`
-  (a PEM file of CA certificates instead of the OS's).
+  Environment, every `HRW_NATIVE_*` variable checked up front (`check_settings/1`;
+  docs/NATIVE.md has the table): `HRW_NATIVE_BASE_URL` (a mirror; plain http only
+  to a loopback host), `HRW_NATIVE_CACHE_DIR` (an absolute path; default
+  `:filename.basedir(:user_cache, "hrw")`, `~/.cache/hrw` on Linux),
+  `HRW_NATIVE_TARGET` (the triple whose archive to use, or to build for with
+  `cargo build --target`), `HRW_NATIVE_TIMEOUT_MS` (1 to 3600000, default 30000:
+  the longest wait for a connection or the next bytes; a whole download gets 20
+  times that), `HRW_NATIVE_CACERTS_PATH` (a PEM file of CA certificates instead of
+  the OS's), `HRW_NATIVE_BUILD` (`1`/`true` or `0`/`false`).
 
   ## Building with cargo
 
@@ -43,9 +49,11 @@ defmodule Mix.Tasks.Compile.HrwNative do
   fails, or reports no library, the task raises saying what went wrong; it never
   installs a library it did not just get from cargo or verify.
 
-  The library is copied next to its destination and then renamed over it, so a
-  library already loaded by a running VM is never overwritten in place; an
-  unchanged library is not copied at all.
+  The library is written to an exclusively created, randomly named file next to
+  its destination and then renamed over it, so a library already loaded by a
+  running VM is never overwritten in place, and a link planted in the folder is
+  never written through; an unchanged library is not copied at all. A destination
+  folder that other users can write and that belongs to another user is refused.
   """
   use Mix.Task.Compiler
 
