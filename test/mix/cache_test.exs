@@ -122,19 +122,26 @@ defmodule Mix.HrwNative.CacheTest do
     assert cargo_args(c) == nil
   end
 
+  @library_limit 64 * 1024 * 1024
+
   test "an archive inflating past the library limit is refused while inflating", c do
-    size = Precompiled.max_library_bytes() + 1024 * 1024
+    size = @library_limit + 1024 * 1024
     bomb = bomb(Precompiled.library_name(c.fixture.name), size)
     assert byte_size(bomb) < Precompiled.max_archive_bytes()
-    File.mkdir_p!(c.cache_dir)
-    File.write!(cached(c), bomb)
     sums = %{c.fixture.name => Precompiled.checksum(bomb)}
     File.write!(c.checksum_file, Precompiled.checksum_file_text(sums))
+    mirror = serve(routes: %{("/" <> c.fixture.name) => {200, [], bomb}})
 
-    message = mix_error(fn -> obtain(c, cargo: c.fake_cargo) end)
-    assert message =~ "#{c.fixture.name} inflates to more than"
-    assert message =~ "over the #{Precompiled.max_library_bytes()}-byte limit"
+    # Downloaded, then from the cache.
+    for base <- [mirror, down()] do
+      if base == down(), do: File.write!(cached(c), bomb)
+      message = mix_error(fn -> obtain(c, base_url: base, cargo: c.fake_cargo) end)
+      assert message =~ "#{c.fixture.name} inflates to more than", message
+      assert message =~ "over the #{@library_limit}-byte limit"
+    end
+
     assert cargo_args(c) == nil
+    assert Precompiled.max_library_bytes() == @library_limit
   end
 
   test "a checksum file with a duplicate key, or that is not one, is refused by name", c do
