@@ -1,23 +1,23 @@
 defmodule Mix.HrwNative.Download do
+  @max_redirects 5
+  @max_head_bytes 64 * 1024
+  @redirects [301, 302, 303, 307, 308]
+
   @moduledoc """
   The one HTTP download of the compile task: HTTP/1.1 GET over `:gen_tcp` or
   `:ssl`, written here so that every byte is bounded. The status line and headers
-  (at most #{div(64 * 1024, 1024)} KiB) decide before any body is read: only a
+  (at most #{div(@max_head_bytes, 1024)} KiB) decide before any body is read: only a
   200's body is read, up to the size limit; a redirect's or an error's never is.
 
   TLS: the certificate chain is verified against the OS's CA store
   (`:public_key.cacerts_get/0`) or the PEM file given; a host name is sent as SNI
   and checked against the certificate's DNS names; an IP literal is sent as no
-  SNI and checked against its IP addresses. Redirects (at most #{5}) are checked
+  SNI and checked against its IP addresses. Redirects (at most #{@max_redirects}) are checked
   one by one by `Mix.HrwNative.Precompiled.check_url/1`, and one from https to
   plain http is refused.
   """
 
   alias Mix.HrwNative.Precompiled
-
-  @max_redirects 5
-  @max_head_bytes 64 * 1024
-  @redirects [301, 302, 303, 307, 308]
 
   @typedoc """
   `:timeout_ms`: the longest wait for a connection or for the next bytes (the
@@ -46,17 +46,20 @@ defmodule Mix.HrwNative.Download do
     :ok = on_code_path([:crypto, :asn1, :public_key, :ssl])
 
     case Application.ensure_all_started(:ssl) do
-      {:ok, _} -> get(url, opts, 0, nil)
-      {:error, reason} -> {:unavailable, "cannot start :ssl: #{inspect(reason)}"}
+      # One deadline for the whole download, redirects included.
+      {:ok, _} ->
+        get(url, opts, System.monotonic_time(:millisecond) + opts.timeout_ms * 20, 0, nil)
+
+      {:error, reason} ->
+        {:unavailable, "cannot start :ssl: #{inspect(reason)}"}
     end
   end
 
-  defp get(url, _opts, redirects, _from) when redirects > @max_redirects,
+  defp get(url, _opts, _deadline, redirects, _from) when redirects > @max_redirects,
     do: {:unavailable, "more than #{@max_redirects} redirects, the last to #{shown(url)}"}
 
-  defp get(url, opts, redirects, from) do
+  defp get(url, opts, deadline, redirects, from) do
     uri = URI.parse(url)
-    deadline = System.monotonic_time(:millisecond) + opts.timeout_ms * 20
     s = %{url: url, opts: opts, deadline: deadline, socket: nil}
 
     with :ok <- Precompiled.url_allowed(url),
@@ -75,7 +78,7 @@ defmodule Mix.HrwNative.Download do
       end
     end
     |> case do
-      {:redirect, location} -> get(location, opts, redirects + 1, url)
+      {:redirect, location} -> get(location, opts, deadline, redirects + 1, url)
       other -> other
     end
   end

@@ -140,17 +140,22 @@ defmodule Mix.HrwNative.SafeFile do
     end
   end
 
-  # The owner of a file this process creates: OTP has no getuid/0.
+  # The owner of a file this process creates (OTP has no getuid/0); nil when no
+  # file can be created, and then no folder counts as ours.
   defp our_uid do
     case :persistent_term.get({__MODULE__, :uid}, nil) do
       nil ->
-        probe = temp_name(Path.join(System.tmp_dir!(), "hrw-uid"))
-        {:ok, fd} = :file.open(probe, [:write, :exclusive, :raw])
-        :ok = :file.close(fd)
-        {:ok, %File.Stat{uid: uid}} = File.lstat(probe)
-        _ = File.rm(probe)
-        :persistent_term.put({__MODULE__, :uid}, uid)
-        uid
+        probe = temp_name(Path.join(System.tmp_dir() || ".", "hrw-uid"))
+
+        with {:ok, fd} <- :file.open(probe, [:write, :exclusive, :raw]),
+             :ok <- :file.close(fd),
+             {:ok, %File.Stat{uid: uid}} <- File.lstat(probe) do
+          _ = File.rm(probe)
+          :persistent_term.put({__MODULE__, :uid}, uid)
+          uid
+        else
+          _ -> nil
+        end
 
       uid ->
         uid

@@ -59,6 +59,18 @@ defmodule Mix.HrwNative.DownloadTest do
     assert said =~ "from #{location}"
   end
 
+  test "redirects are checked one by one, and at most 5 are followed", c do
+    off = serve(handler: fn _ -> redirect("http://10.0.0.1/m/x") end)
+    message = mix_error(fn -> obtain(c, base_url: off, cargo: c.fake_cargo) end)
+    assert message =~ "refusing to download from \"http://10.0.0.1/m/x\" is not an https URL"
+
+    loop = serve(handler: fn path -> redirect(path <> "x") end)
+    assert obtain(c, base_url: loop, cargo: c.fake_cargo) == :ok
+    assert_received {:mix_shell, :info, ["No precompiled hrw NIF for " <> why]}
+    assert why =~ ~r/more than 5 redirects, the last to #{loop}\/\S+x{6}\)/
+    assert length(requests()) == 7
+  end
+
   test "a 200 body is capped whatever its framing", c do
     forever = "HTTP/1.1 200 OK\r\n"
     chunk = String.duplicate("z", 65_536)

@@ -7,14 +7,6 @@ defmodule HRW.Test.NativeMirror do
 
   alias Mix.HrwNative.Precompiled
 
-  require Record
-
-  Record.defrecordp(
-    :extension,
-    :Extension,
-    Record.extract(:Extension, from_lib: "public_key/include/public_key.hrl")
-  )
-
   @typedoc """
   What a handler returns for a request: a response (status, headers, body), or
   `{:raw, fun}` where `fun.(send)` writes whatever it likes with `send.(iodata)`.
@@ -220,7 +212,8 @@ defmodule HRW.Test.NativeMirror do
   defp ipv6, do: <<0::120, 1>>
 
   defp leaf(root, names) do
-    san = extension(extnID: {2, 5, 29, 17}, critical: false, extnValue: names)
+    # public_key's #'Extension'{extnID, critical, extnValue}: subjectAltName.
+    san = {:Extension, {2, 5, 29, 17}, false, names}
 
     conf =
       public_key().pkix_test_data(%{
