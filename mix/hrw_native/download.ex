@@ -229,7 +229,7 @@ defmodule Mix.HrwNative.Download do
   defp read_head(s, buffer) do
     case :binary.match(buffer, "\r\n\r\n") do
       {at, 4} when at + 4 <= @max_head_bytes ->
-        <<head::binary-size(at + 4), rest::binary>> = buffer
+        {head, rest} = split_at(buffer, at + 4)
         parse_head(s, head, rest)
 
       _ when byte_size(buffer) >= @max_head_bytes ->
@@ -339,7 +339,7 @@ defmodule Mix.HrwNative.Download do
 
           {n, ""} when n > 0 ->
             with {:ok, data, rest} <- take(s, rest, n + 2),
-                 <<chunk::binary-size(n), "\r\n">> <- data do
+                 {chunk, "\r\n"} <- split_at(data, n) do
               chunked(s, rest, size + n, [acc | chunk])
             else
               {:truncated, got} -> truncated(s, size + got, size + n)
@@ -364,7 +364,7 @@ defmodule Mix.HrwNative.Download do
   end
 
   defp take(_s, buffer, n) when byte_size(buffer) >= n do
-    <<data::binary-size(n), rest::binary>> = buffer
+    {data, rest} = split_at(buffer, n)
     {:ok, data, rest}
   end
 
@@ -375,6 +375,9 @@ defmodule Mix.HrwNative.Download do
       error -> error
     end
   end
+
+  defp split_at(binary, n),
+    do: {binary_part(binary, 0, n), binary_part(binary, n, byte_size(binary) - n)}
 
   defp oversized(s, size),
     do:

@@ -17,11 +17,12 @@ defmodule Mix.HrwNative.CacheTest do
     on_exit(fn -> Mix.shell(Mix.Shell.IO) end)
     tmp = tmp_dir!()
     fixture = archive(Path.join(tmp, "archive"))
-    good = serve(routes: %{("/m/" <> fixture.name) => {200, [], fixture.data}})
+    path = "/m/" <> fixture.name
+    base_url = serve(routes: %{path => {200, [], fixture.data}}) <> "/m"
 
     tmp
     |> new_case()
-    |> Map.merge(%{fixture: fixture, checksum_file: fixture.checksum_file, base_url: good <> "/m"})
+    |> Map.merge(%{fixture: fixture, checksum_file: fixture.checksum_file, base_url: base_url})
   end
 
   defp cached(c), do: Path.join(c.cache_dir, c.fixture.name)
