@@ -182,6 +182,8 @@ defmodule HRW.Test.NativeMirror do
   `:untrusted` names what `:good` names but is signed by another CA. Each is ssl
   server options; `:ca_file` is the CA's PEM file (for HRW_NATIVE_CACERTS_PATH).
   """
+  # SHA-256 signatures: TLS 1.3 servers on OTP 27+ refuse a chain signed with
+  # :public_key's default digest (unable_to_supply_acceptable_cert).
   def certs(dir) do
     key = {__MODULE__, :certs}
 
@@ -189,8 +191,19 @@ defmodule HRW.Test.NativeMirror do
       case :persistent_term.get(key, nil) do
         nil ->
           ensure_started()
-          ca = public_key().pkix_test_root_cert(~c"hrw test CA", key: {:namedCurve, :secp256r1})
-          other = public_key().pkix_test_root_cert(~c"other CA", key: {:namedCurve, :secp256r1})
+
+          ca =
+            public_key().pkix_test_root_cert(~c"hrw test CA",
+              key: {:namedCurve, :secp256r1},
+              digest: :sha256
+            )
+
+          other =
+            public_key().pkix_test_root_cert(~c"other CA",
+              key: {:namedCurve, :secp256r1},
+              digest: :sha256
+            )
+
           good = [{:dNSName, ~c"localhost"}, {:iPAddress, <<127, 0, 0, 1>>}, {:iPAddress, ipv6()}]
           wrong = [{:dNSName, ~c"other.example"}, {:iPAddress, <<127, 0, 0, 2>>}]
 
@@ -224,7 +237,7 @@ defmodule HRW.Test.NativeMirror do
       public_key().pkix_test_data(%{
         root: root,
         intermediates: [],
-        peer: [key: {:namedCurve, :secp256r1}, extensions: [san]]
+        peer: [key: {:namedCurve, :secp256r1}, digest: :sha256, extensions: [san]]
       })
 
     Keyword.take(conf, [:cert, :key])
