@@ -36,6 +36,10 @@ defmodule Mix.HrwNative.Precompiled do
   # The library is about 1 MB; an archive or library 32× that is not ours.
   @max_archive_bytes 32 * 1024 * 1024
   @max_library_bytes 64 * 1024 * 1024
+  # A tar of one file: a 512-byte header, the data padded to 512 bytes, two zero
+  # blocks, padding to a 10240-byte record; pax or long-name headers add a few more.
+  @max_tar_bytes @max_library_bytes + 64 * 1024
+  @max_checksum_file_bytes 1024 * 1024
   @default_timeout_ms 30_000
   @loopback ["127.0.0.1", "localhost", "::1"]
 
@@ -45,8 +49,9 @@ defmodule Mix.HrwNative.Precompiled do
   @typedoc """
   What `fetch/1` needs: `:version` (hrw's), `:checksum_file`, `:base_url`,
   `:cache_dir`, `:target`, `:nif_version`, and optionally `:timeout_ms` (the longest
-  wait for a connection or for the next bytes; the whole download gets 20×) and
-  `:max_bytes` (the archive's size limit).
+  wait for a connection or for the next bytes; the whole download gets 20×),
+  `:max_bytes` (the archive's size limit) and `:cacerts_path` (a PEM file of CA
+  certificates instead of the OS's).
   """
   @type options :: %{
           required(:version) => String.t(),
@@ -56,15 +61,18 @@ defmodule Mix.HrwNative.Precompiled do
           required(:target) => target(),
           required(:nif_version) => String.t(),
           optional(:timeout_ms) => pos_integer(),
-          optional(:max_bytes) => pos_integer()
+          optional(:max_bytes) => pos_integer(),
+          optional(:cacerts_path) => Path.t() | nil
         }
 
   @typedoc """
   `{:ok, library, from}`: verified library bytes and where the archive came from;
   `{:unavailable, reason}`: no archive could be had (no entry for the target, or
   the download failed), so a build from source may stand in;
-  `{:refused, reason}`: an archive was had and is not the one the checksum file
-  names (or the checksum file is unreadable): nothing may be installed.
+  `{:refused, reason}`: an archive was had (downloaded or in the cache) and is not
+  the one the checksum file names, the server failed TLS verification or
+  redirected from https to http, or the checksum file is unreadable: nothing may
+  be installed, and nothing may be built in its place.
   """
   @type result ::
           {:ok, binary(), String.t()} | {:unavailable, String.t()} | {:refused, String.t()}
@@ -88,6 +96,28 @@ defmodule Mix.HrwNative.Precompiled do
   @doc "The default size limit of a downloaded archive, in bytes."
   @spec max_archive_bytes() :: pos_integer()
   def max_archive_bytes, do: @max_archive_bytes
+
+  @doc "The size limit of the library an archive holds, in bytes."
+  @spec max_library_bytes() :: pos_integer()
+  def max_library_bytes, do: @max_library_bytes
+
+  @doc """
+  `url` as it may be shown: its userinfo (`user:password@`) replaced by `***@`.
+  Every message that names a URL goes through it.
+
+      iex> Mix.HrwNative.Precompiled.redact("http://user:secret@127.0.0.1:8080/m")
+      "http://***@127.0.0.1:8080/m"
+
+      iex> Mix.HrwNative.Precompiled.redact("https://mirror.example/hrw")
+      "https://mirror.example/hrw"
+  """
+  @spec redact(String.t()) :: String.t()
+  def redact(url) when is_binary(url) do
+    # Not URI.parse/1: it must also hide the userinfo of a URL that is not valid.
+    Regex.replace(~r{\A([A-Za-z][A-Za-z0-9+.-]*:)?//[^/?#]*@}, url, fn _, scheme ->
+      scheme <> "//***@"
+    end)
+  end
 
   @doc """
   The running VM's target triple, normalized as Rust names targets, from
@@ -185,14 +215,33 @@ defmodule Mix.HrwNative.Precompiled do
   """
   @spec read_checksums(Path.t()) :: {:ok, %{String.t() => String.t()}} | {:error, term()}
   def read_checksums(path) do
-    with {:ok, text} <- File.read(path),
+    with {:ok, text} <- Mix.HrwNative.SafeFile.read(path, @max_checksum_file_bytes),
          {:ok, {:%{}, _, pairs}} <- Code.string_to_quoted(text),
-         true <- Enum.all?(pairs, &valid_entry?/1) do
+         true <- Enum.all?(pairs, &valid_entry?/1),
+         [] <- duplicates(pairs) do
       {:ok, Map.new(pairs)}
     else
-      {:error, :enoent} -> {:error, :enoent}
-      _ -> {:error, "#{path} is not a map of archive names to \"sha256:<64 hex digits>\""}
+      {:error, :enoent} ->
+        {:error, :enoent}
+
+      {:error, message} when is_binary(message) ->
+        {:error, "the checksum file: #{message}"}
+
+      [_ | _] = names ->
+        {:error, "the checksum file #{path} lists #{Enum.join(names, ", ")} more than once"}
+
+      _ ->
+        {:error,
+         "the checksum file #{path} is not a map of archive names to \"sha256:<64 hex digits>\""}
     end
+  end
+
+  defp duplicates(pairs) do
+    pairs
+    |> Enum.frequencies_by(&elem(&1, 0))
+    |> Enum.filter(fn {_, n} -> n > 1 end)
+    |> Enum.map(&inspect(elem(&1, 0)))
+    |> Enum.sort()
   end
 
   defp valid_entry?({name, "sha256:" <> hex}) when is_binary(name),
@@ -231,15 +280,17 @@ defmodule Mix.HrwNative.Precompiled do
 
       _ ->
         {:error,
-         "#{inspect(url)} is not an https URL (plain http is allowed only to " <>
+         "#{inspect(redact(url))} is not an https URL (plain http is allowed only to " <>
            "127.0.0.1, localhost or [::1])"}
     end
   end
 
   @doc """
-  Gets the library for `opts.target`: from the cache when a verified archive is
-  there, else downloaded from `opts.base_url` and cached. Every archive is checked
-  against the checksum file before anything is returned. See `t:result/0`.
+  Gets the library for `opts.target`: from the cache when an archive is there,
+  else downloaded from `opts.base_url` and cached. Every archive, cached or
+  downloaded, is checked against the checksum file before anything is returned,
+  and one that fails is refused, not replaced (see `t:result/0`). A cache folder
+  that other users can write and that is not ours is neither read nor written.
   """
   @spec fetch(options()) :: result()
   def fetch(opts) do
@@ -247,7 +298,7 @@ defmodule Mix.HrwNative.Precompiled do
 
     case read_checksums(opts.checksum_file) do
       {:error, :enoent} ->
-        {:unavailable, "the package has no #{@checksum_file}"}
+        {:unavailable, "the package has no checksum file (#{opts.checksum_file})"}
 
       {:error, reason} ->
         {:refused, reason}
@@ -259,8 +310,8 @@ defmodule Mix.HrwNative.Precompiled do
 
           :error ->
             {:unavailable,
-             "no precompiled archive #{name} is listed in #{@checksum_file} (it lists " <>
-               "#{map_size(checksums)} archives)"}
+             "no precompiled archive #{name} is listed in the checksum file " <>
+               "#{opts.checksum_file} (it lists #{map_size(checksums)} archives)"}
         end
     end
   end
@@ -268,31 +319,56 @@ defmodule Mix.HrwNative.Precompiled do
   defp from_cache_or_download(name, expected, opts) do
     cached = Path.join(opts.cache_dir, name)
 
-    with {:ok, archive} <- File.read(cached),
-         {:ok, library} <- verify(archive, name, expected, "the cache (#{cached})") do
-      {:ok, library, cached}
+    with :ok <- usable_cache(opts.cache_dir),
+         {:ok, archive} <- read_cached(cached) do
+      # A cache entry that fails verification stops, as a download would: the
+      # cache is written only with verified archives through exclusive temporary
+      # files, so a bad entry was put there by someone else, and is kept for
+      # the user to look at.
+      with {:ok, library} <- verify(archive, name, expected, "the cache (#{cached})", opts) do
+        {:ok, library, cached}
+      end
     else
-      {:error, :enoent} ->
-        download_and_cache(name, expected, cached, opts)
-
-      _unreadable_or_refused ->
-        # A damaged cache entry is dropped and fetched again: the cache is never
-        # trusted, only the checksum file is.
-        _ = File.rm(cached)
-        download_and_cache(name, expected, cached, opts)
+      {:error, :enoent} -> download_and_cache(name, expected, cached, opts, true)
+      {:untrusted, _reason} -> download_and_cache(name, expected, cached, opts, false)
+      {:refused, _} = refused -> refused
     end
   end
 
-  defp download_and_cache(name, expected, cached, opts) do
+  defp usable_cache(dir) do
+    case Mix.HrwNative.SafeFile.trusted_dir(dir) do
+      :ok ->
+        :ok
+
+      {:error, reason} ->
+        Mix.shell().error("hrw: not using the archive cache (HRW_NATIVE_CACHE_DIR): #{reason}")
+        {:untrusted, reason}
+    end
+  end
+
+  defp read_cached(path) do
+    case Mix.HrwNative.SafeFile.read(path, @max_archive_bytes) do
+      {:ok, archive} -> {:ok, archive}
+      {:error, :enoent} -> {:error, :enoent}
+      {:error, reason} -> {:refused, "the cache entry #{reason}"}
+    end
+  end
+
+  defp download_and_cache(name, expected, cached, opts, cache?) do
     url = String.trim_trailing(opts.base_url, "/") <> "/" <> name
-    timeout = Map.get(opts, :timeout_ms, @default_timeout_ms)
-    max = Map.get(opts, :max_bytes, @max_archive_bytes)
+
+    download_opts = %{
+      timeout_ms: Map.get(opts, :timeout_ms, @default_timeout_ms),
+      max_bytes: Map.get(opts, :max_bytes, @max_archive_bytes),
+      cacerts_path: Map.get(opts, :cacerts_path)
+    }
 
     with :ok <- url_allowed(url),
-         {:ok, archive} <- Mix.HrwNative.Download.download(url, timeout, max),
-         {:ok, library} <- verify(archive, name, expected, url) do
-      cache(cached, archive)
-      {:ok, library, url}
+         {:ok, archive, from} <- Mix.HrwNative.Download.download(url, download_opts),
+         {:ok, library} <- verify(archive, name, expected, redact(from), opts) do
+      # Best effort: a cache that cannot be written costs a download next time.
+      if cache?, do: _ = Mix.HrwNative.SafeFile.write(cached, archive)
+      {:ok, library, redact(from)}
     end
   end
 
@@ -306,52 +382,80 @@ defmodule Mix.HrwNative.Precompiled do
     end
   end
 
-  # Best effort: a cache that cannot be written costs a download next time.
-  defp cache(path, archive) do
-    tmp = "#{path}.#{System.unique_integer([:positive])}.tmp"
-
-    with :ok <- File.mkdir_p(Path.dirname(path)),
-         :ok <- File.write(tmp, archive),
-         :ok <- File.rename(tmp, path) do
-      :ok
-    else
-      _ -> _ = File.rm(tmp)
-    end
-  end
-
   @doc """
   Verifies an archive against its checksum (`"sha256:<hex>"`) and returns the one
-  library it holds. `from` says where it came from, for the message. Refused: a
-  digest that differs, anything that is not a gzipped tar holding exactly the one
-  regular file `library_name(name)`, or a library over the size limit.
+  library it holds. `from` says where it came from, and `opts.checksum_file`
+  (when given) which checksum file spoke, for the message. Refused: a digest that
+  differs, anything that is not a gzipped tar holding exactly the one regular
+  file `library_name(name)`, or a library over the size limit (found while
+  inflating: an archive is never inflated past it).
   """
-  @spec verify(binary(), String.t(), String.t(), String.t()) ::
+  @spec verify(binary(), String.t(), String.t(), String.t(), map()) ::
           {:ok, binary()} | {:refused, String.t()}
-  def verify(archive, name, expected, from) do
-    library = library_name(name)
+  def verify(archive, name, expected, from, opts \\ %{}) do
     actual = checksum(archive)
 
-    cond do
-      actual != expected ->
-        {:refused,
-         "#{name} from #{from} (#{byte_size(archive)} bytes) has #{actual}, but " <>
-           "#{@checksum_file} expects #{expected}"}
+    if actual != expected do
+      file = Map.get(opts, :checksum_file, @checksum_file)
 
-      true ->
-        unpack(archive, name, library)
+      {:refused,
+       "#{name} from #{from} (#{byte_size(archive)} bytes) has #{actual}, but the " <>
+         "checksum file #{file} expects #{expected}"}
+    else
+      with {:ok, tar} <- inflate(archive, name) do
+        unpack(tar, name, library_name(name))
+      end
     end
   end
 
-  defp unpack(archive, name, library) do
-    case :erl_tar.table({:binary, archive}, [:compressed, :verbose]) do
+  # Gunzips at most @max_tar_bytes, a chunk at a time, and gives up past that.
+  defp inflate(archive, name) do
+    :ok = Mix.HrwNative.Download.on_code_path([:kernel])
+    z = :zlib.open()
+
+    try do
+      # 16 + 15: a gzip stream with a 32 KiB window.
+      :ok = :zlib.inflateInit(z, 31)
+      inflate_chunks(z, :zlib.safeInflate(z, archive), name, 0, [])
+    rescue
+      error ->
+        {:refused, "#{name} is not a gzipped tar archive (#{Exception.message(error)})"}
+    after
+      :zlib.close(z)
+    end
+  end
+
+  defp inflate_chunks(z, {state, output}, name, size, acc) do
+    size = size + :erlang.iolist_size(output)
+
+    cond do
+      size > @max_tar_bytes ->
+        {:refused,
+         "#{name} inflates to more than #{@max_tar_bytes} bytes: its library would be " <>
+           "over the #{@max_library_bytes}-byte limit"}
+
+      state == :continue ->
+        inflate_chunks(z, :zlib.safeInflate(z, <<>>), name, size, [acc | output])
+
+      state == :finished ->
+        {:ok, IO.iodata_to_binary([acc | output])}
+    end
+  end
+
+  defp unpack(tar, name, library) do
+    case :erl_tar.table({:binary, tar}, [:verbose]) do
       {:ok, [{member, :regular, size, _, _, _, _}]} when size <= @max_library_bytes ->
         with true <- List.to_string(member) == library,
              {:ok, [{_, bytes}]} when byte_size(bytes) == size <-
-               :erl_tar.extract({:binary, archive}, [:compressed, :memory]) do
+               :erl_tar.extract({:binary, tar}, [:memory]) do
           {:ok, bytes}
         else
           _ -> {:refused, "#{name} holds #{inspect(List.to_string(member))}, not #{library}"}
         end
+
+      {:ok, [{_member, :regular, size, _, _, _, _}]} ->
+        {:refused,
+         "#{name}'s library is #{size} bytes, over the #{@max_library_bytes}-byte limit"}
 
       {:ok, members} ->
         listed = Enum.map_join(members, ", ", &describe_member/1)
@@ -367,21 +471,31 @@ defmodule Mix.HrwNative.Precompiled do
 
   @doc """
   Writes the archive `archive_path` holding `library_path` as the one file
-  `library_name(Path.basename(archive_path))` (the producer side).
+  `library_name(Path.basename(archive_path))` (the producer side), through an
+  exclusively created temporary file.
   """
   @spec pack(Path.t(), Path.t()) :: :ok
   def pack(library_path, archive_path) do
     member = archive_path |> Path.basename() |> library_name()
     File.mkdir_p!(Path.dirname(archive_path))
-    tmp = archive_path <> ".tmp"
+    tmp = Mix.HrwNative.SafeFile.temp_name(archive_path)
 
-    :ok =
-      :erl_tar.create(
-        String.to_charlist(tmp),
-        [{String.to_charlist(member), String.to_charlist(library_path)}],
-        [:compressed]
-      )
+    try do
+      {:ok, fd} = :file.open(tmp, [:write, :exclusive, :binary, :compressed])
+      {:ok, tar} = :erl_tar.init(fd, :write, &tar_file/2)
 
-    File.rename!(tmp, archive_path)
+      :ok = :erl_tar.add(tar, String.to_charlist(library_path), String.to_charlist(member), [])
+
+      :ok = :erl_tar.close(tar)
+      File.rename!(tmp, archive_path)
+    after
+      _ = File.rm(tmp)
+    end
   end
+
+  # erl_tar's access to an open file (`:erl_tar.init/3`).
+  defp tar_file(:write, {fd, data}), do: :file.write(fd, data)
+  defp tar_file(:position, {fd, position}), do: :file.position(fd, position)
+  defp tar_file(:read2, {fd, size}), do: :file.read(fd, size)
+  defp tar_file(:close, fd), do: :file.close(fd)
 end

@@ -16,23 +16,29 @@ defmodule Mix.Tasks.Compile.HrwNative do
   `mix.exs`, overridden by `HRW_NATIVE_BASE_URL`), and installed only when its
   SHA-256 is the listed one and it holds nothing but the library.
 
-    * No archive for the target, or a failed download (no answer, an HTTP error,
-      a timeout): the library is built with cargo when cargo is on `PATH`; without
-      cargo the task raises, naming the target and how to build from source.
-    * An archive that does not verify (checksum, truncated, oversized, other
-      contents): the task raises and installs nothing, cargo or not.
+    * No archive for the target, or a failed download (no answer, an HTTP error
+      status, a timeout): the library is built with cargo when cargo is on
+      `PATH`; without cargo the task raises, naming the target and how to build
+      from source.
+    * An archive that does not verify, downloaded or cached (checksum,
+      truncated, oversized, other contents), a certificate that fails
+      verification, a redirect from https to http, or a bad checksum file: the
+      task raises and installs nothing, cargo or not. A bad cache entry is kept.
 
   It builds from source, as below, in any other environment (the repository's own
   dev and test builds: test builds add cargo features that no archive has), when
   `HRW_NATIVE_BUILD` (or RustlerPrecompiled's `RUSTLER_PRECOMPILED_FORCE_BUILD_ALL`)
   is `1` or `true`, or with `config :hrw, build_from_source: true`.
 
-  Environment: `HRW_NATIVE_BASE_URL` (a mirror; plain http only to a loopback
-  host), `HRW_NATIVE_CACHE_DIR` (default `:filename.basedir(:user_cache, "hrw")`,
-  `~/.cache/hrw` on Linux), `HRW_NATIVE_TARGET` (the triple whose archive to use),
-  `HRW_NATIVE_TIMEOUT_MS` (default 30000: the longest wait for a connection or
-  the next bytes; a whole download gets 20 times that), `HRW_NATIVE_CACERTS_PATH`
-  (a PEM file of CA certificates instead of the OS's).
+  Environment, every `HRW_NATIVE_*` variable checked up front (`check_settings/1`;
+  docs/NATIVE.md has the table): `HRW_NATIVE_BASE_URL` (a mirror; plain http only
+  to a loopback host), `HRW_NATIVE_CACHE_DIR` (an absolute path; default
+  `:filename.basedir(:user_cache, "hrw")`, `~/.cache/hrw` on Linux),
+  `HRW_NATIVE_TARGET` (the triple whose archive to use, or to build for with
+  `cargo build --target`), `HRW_NATIVE_TIMEOUT_MS` (1 to 3600000, default 30000:
+  the longest wait for a connection or the next bytes; a whole download gets 20
+  times that), `HRW_NATIVE_CACERTS_PATH` (a PEM file of CA certificates instead of
+  the OS's), `HRW_NATIVE_BUILD` (`1`/`true` or `0`/`false`).
 
   ## Building with cargo
 
@@ -43,9 +49,11 @@ defmodule Mix.Tasks.Compile.HrwNative do
   fails, or reports no library, the task raises saying what went wrong; it never
   installs a library it did not just get from cargo or verify.
 
-  The library is copied next to its destination and then renamed over it, so a
-  library already loaded by a running VM is never overwritten in place; an
-  unchanged library is not copied at all.
+  The library is written to an exclusively created, randomly named file next to
+  its destination and then renamed over it, so a library already loaded by a
+  running VM is never overwritten in place, and a link planted in the folder is
+  never written through; an unchanged library is not copied at all. A destination
+  folder that other users can write and that belongs to another user is refused.
   """
   use Mix.Task.Compiler
 
@@ -72,7 +80,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
   end
 
   defp precompiled(native, dest, env, opts) do
-    with {:ok, target} <- opts.target,
+    with :ok <- installable(dest),
+         {:ok, target} <- opts.target,
          {:ok, nif} <- opts.nif_version,
          fetch_opts = Map.merge(opts, %{target: target, nif_version: nif}),
          {:ok, library, from} <- Precompiled.fetch(fetch_opts) do
@@ -82,7 +91,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
         "Installing the precompiled hrw NIF #{name} (SHA-256 verified) from #{from}"
       )
 
-      if install(library, dest), do: :ok, else: :noop
+      if install!(library, dest), do: :ok, else: :noop
     else
       {:unavailable, reason} ->
         build_or_raise(native, dest, env, opts, reason)
@@ -94,6 +103,9 @@ defmodule Mix.Tasks.Compile.HrwNative do
             "(#{opts.cache_dir}) holds a wrong file, remove it; " <>
             "HRW_NATIVE_BUILD=1 builds from source with cargo instead"
         )
+
+      {:error, :untrusted, reason} ->
+        Mix.raise("cannot install the hrw NIF: #{reason}")
 
       {:error, reason} ->
         build_or_raise(native, dest, env, opts, reason)
@@ -116,12 +128,12 @@ defmodule Mix.Tasks.Compile.HrwNative do
         )
 
       {cargo, nil} ->
-        build(native, dest, env, cargo)
+        build(native, dest, env, cargo, Map.get(opts, :cross_target))
 
       {cargo, reason} ->
         # Said only when a library is installed: a build that changes nothing (a
         # repository with no published archives, compiled again) stays quiet.
-        with :ok <- build(native, dest, env, cargo) do
+        with :ok <- build(native, dest, env, cargo, Map.get(opts, :cross_target)) do
           Mix.shell().info(
             "No precompiled hrw NIF for #{describe_target(opts)} (#{reason}): built it with cargo"
           )
@@ -159,17 +171,19 @@ defmodule Mix.Tasks.Compile.HrwNative do
   # OS variables), the application config and hrw's mix.exs.
   @spec options(%{String.t() => String.t()}) :: map()
   def options(env) do
+    :ok = check_settings(env)
     vm_nif = List.to_string(:erlang.system_info(:nif_version))
     architecture = List.to_string(:erlang.system_info(:system_architecture))
 
-    target =
-      case env["HRW_NATIVE_TARGET"] do
-        t when t in [nil, ""] ->
-          with :error <- Precompiled.host_target(),
-               do: {:error, "its target triple cannot be worked out from #{architecture}"}
+    host =
+      with :error <- Precompiled.host_target(),
+           do: {:error, "its target triple cannot be worked out from #{architecture}"}
 
-        t ->
-          {:ok, t}
+    {target, cross_target} =
+      case nonempty(env["HRW_NATIVE_TARGET"]) do
+        nil -> {host, nil}
+        t when {:ok, t} == host -> {host, nil}
+        t -> {{:ok, t}, t}
       end
 
     nif_version =
@@ -187,10 +201,12 @@ defmodule Mix.Tasks.Compile.HrwNative do
       base_url: nonempty(env["HRW_NATIVE_BASE_URL"]) || project[:hrw_native][:base_url],
       cache_dir: nonempty(env["HRW_NATIVE_CACHE_DIR"]) || :filename.basedir(:user_cache, "hrw"),
       target: target,
+      cross_target: cross_target,
       nif_version: nif_version,
       vm_nif_version: vm_nif,
       architecture: architecture,
       timeout_ms: timeout(env["HRW_NATIVE_TIMEOUT_MS"]),
+      cacerts_path: nonempty(env["HRW_NATIVE_CACERTS_PATH"]),
       force_build:
         truthy?(env["HRW_NATIVE_BUILD"]) or
           truthy?(env["RUSTLER_PRECOMPILED_FORCE_BUILD_ALL"]) or
@@ -205,29 +221,101 @@ defmodule Mix.Tasks.Compile.HrwNative do
   defp truthy?(value), do: value in ["1", "true"]
 
   defp timeout(value) when value in [nil, ""], do: Precompiled.default_timeout_ms()
+  defp timeout(value), do: String.to_integer(value)
 
-  defp timeout(value) do
-    case Integer.parse(value) do
-      {ms, ""} when ms > 0 ->
-        ms
+  @max_timeout_ms 3_600_000
+  @settings ~w(HRW_NATIVE_BASE_URL HRW_NATIVE_BUILD HRW_NATIVE_CACERTS_PATH
+               HRW_NATIVE_CACHE_DIR HRW_NATIVE_TARGET HRW_NATIVE_TIMEOUT_MS)
 
-      _ ->
-        Mix.raise(
-          "HRW_NATIVE_TIMEOUT_MS must be a positive number of milliseconds, not #{inspect(value)}"
-        )
+  @doc false
+  # Every HRW_NATIVE_* variable, checked before anything is done: an unknown name
+  # or a bad value raises naming the variable and what it accepts. Empty is unset.
+  @spec check_settings(%{String.t() => String.t()}) :: :ok
+  def check_settings(env) do
+    for {name, value} <- Enum.sort(env),
+        String.starts_with?(name, "HRW_NATIVE_"),
+        value != "" do
+      case check_setting(name, value) do
+        :ok ->
+          :ok
+
+        {:error, accepted} ->
+          Mix.raise("#{name} must be #{accepted}, not #{inspect(Precompiled.redact(value))}")
+      end
+    end
+
+    :ok
+  end
+
+  defp check_setting("HRW_NATIVE_BASE_URL", url) do
+    case Precompiled.check_url(url) do
+      :ok -> :ok
+      {:error, _} -> {:error, "an https URL (plain http only to 127.0.0.1, localhost or [::1])"}
     end
   end
+
+  defp check_setting("HRW_NATIVE_BUILD", value) do
+    if value in ~w(0 1 false true), do: :ok, else: {:error, "1 or true (build), 0 or false"}
+  end
+
+  defp check_setting("HRW_NATIVE_CACERTS_PATH", path) do
+    case Mix.HrwNative.Download.read_pem(path) do
+      {:ok, _} -> :ok
+      {:error, reason} -> {:error, "a PEM file of CA certificates (#{reason})"}
+    end
+  end
+
+  defp check_setting("HRW_NATIVE_CACHE_DIR", dir) do
+    if Path.type(dir) == :absolute and not String.contains?(dir, <<0>>),
+      do: :ok,
+      else: {:error, "an absolute path"}
+  end
+
+  defp check_setting("HRW_NATIVE_TARGET", target) do
+    if target =~ ~r/\A[a-z0-9_]+(-[a-z0-9_.]+){1,3}\z/,
+      do: :ok,
+      else: {:error, "a Rust target triple such as x86_64-unknown-linux-gnu"}
+  end
+
+  defp check_setting("HRW_NATIVE_TIMEOUT_MS", value) do
+    case Integer.parse(value) do
+      {ms, ""} when ms >= 1 and ms <= @max_timeout_ms -> :ok
+      _ -> {:error, "a whole number of milliseconds from 1 to #{@max_timeout_ms}"}
+    end
+  end
+
+  defp check_setting(_name, _value),
+    do: {:error, "unset: it is not a setting of hrw's (they are #{Enum.join(@settings, ", ")})"}
 
   @doc false
   # Builds with `cargo` in `native` and installs the library at `dest`; :ok when a
   # new library was installed, :noop when `dest` already held the same bytes.
-  @spec build(Path.t(), Path.t(), atom(), String.t()) :: :ok | :noop
-  def build(native, dest, env, cargo) do
+  # With `cross_target`, cargo builds for that target (`--target`), and the library
+  # is installed only if cargo put it in that target's folder.
+  @spec build(Path.t(), Path.t(), atom(), String.t(), String.t() | nil) :: :ok | :noop
+  def build(native, dest, env, cargo, cross_target \\ nil) do
+    with {:error, :untrusted, reason} <- installable(dest) do
+      Mix.raise("cannot install the hrw NIF: #{reason}")
+    end
+
     unless File.exists?(dest) do
       Mix.shell().info("Building the hrw NIF with cargo (a first build takes a minute or more)")
     end
 
-    if install(File.read!(cargo_library(native, env, cargo)), dest), do: :ok, else: :noop
+    extra = if cross_target, do: ["--target", cross_target], else: []
+    library = cargo_library(native, env, cargo, extra)
+
+    if cross_target && cross_target not in Path.split(library) do
+      Mix.raise(
+        "cargo was asked to build for #{cross_target} but reported #{library}, which is " <>
+          "not in a #{cross_target} folder: nothing was installed"
+      )
+    end
+
+    case Mix.HrwNative.SafeFile.read(library, Precompiled.max_library_bytes()) do
+      {:ok, bytes} -> if install!(bytes, dest), do: :ok, else: :noop
+      {:error, reason} -> Mix.raise("cannot read the library cargo built: #{inspect(reason)}")
+    end
   end
 
   @doc false
@@ -245,9 +333,19 @@ defmodule Mix.Tasks.Compile.HrwNative do
     {output, status} = System.cmd(cargo, args, cd: native, env: cmd_env)
 
     if status != 0 do
+      hint =
+        case extra do
+          ["--target", target | _] ->
+            " Nothing was installed. A build for #{target} needs its standard library " <>
+              "(rustup target add #{target}) and a linker for it."
+
+          _ ->
+            ""
+        end
+
       Mix.raise(
         "cargo build of #{@crate} failed (exit status #{status}; its errors are above). " <>
-          "Command: cargo #{Enum.join(args, " ")} in #{native}"
+          "Command: cargo #{Enum.join(args, " ")} in #{native}." <> hint
       )
     end
 
@@ -281,7 +379,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
   defp messages(output) do
     for line <- String.split(output, "\n"),
         String.starts_with?(line, "{"),
-        {:ok, %{} = message} <- [decode_json(line)],
+        {:ok, %{} = message} <- [Mix.HrwNative.JSON.decode(line)],
         do: message
   end
 
@@ -326,146 +424,24 @@ defmodule Mix.Tasks.Compile.HrwNative do
     end
   end
 
-  # Returns true when it installed a new library, false when the same bytes were there.
-  defp install(new, dest) do
-    if File.read(dest) == {:ok, new} do
+  # :ok when the folder of `dest` may be written (Mix.HrwNative.SafeFile.trusted_dir/1).
+  defp installable(dest) do
+    case Mix.HrwNative.SafeFile.trusted_dir(Path.dirname(dest)) do
+      :ok -> :ok
+      {:error, reason} -> {:error, :untrusted, reason}
+    end
+  end
+
+  # Returns true when it installed a new library, false when the same bytes were
+  # there. Written through an exclusive temporary file renamed over `dest`.
+  defp install!(new, dest) do
+    if Mix.HrwNative.SafeFile.read(dest, byte_size(new)) == {:ok, new} do
       false
     else
-      File.mkdir_p!(Path.dirname(dest))
-      tmp = dest <> ".tmp"
-      File.write!(tmp, new)
-      File.rename!(tmp, dest)
-      true
-    end
-  end
-
-  # A JSON decoder just large enough for cargo's messages: OTP 25 has no :json and
-  # this task cannot depend on a Hex package. Returns {:ok, term} or :error.
-  @doc false
-  @spec decode_json(binary()) :: {:ok, term()} | :error
-  def decode_json(text) do
-    case json_value(skip(text)) do
-      {value, rest} -> if skip(rest) == "", do: {:ok, value}, else: :error
-    end
-  catch
-    :invalid_json -> :error
-  end
-
-  defp json_value("{" <> rest), do: json_object(skip(rest), %{})
-  defp json_value("[" <> rest), do: json_array(skip(rest), [])
-  defp json_value("\"" <> rest), do: json_string(rest, [])
-  defp json_value("true" <> rest), do: {true, rest}
-  defp json_value("false" <> rest), do: {false, rest}
-  defp json_value("null" <> rest), do: {nil, rest}
-  defp json_value(text), do: json_number(text)
-
-  defp json_object("}" <> rest, acc) when acc == %{}, do: {acc, rest}
-
-  defp json_object("\"" <> rest, acc) do
-    {key, rest} = json_string(rest, [])
-
-    {value, rest} =
-      case skip(rest) do
-        ":" <> rest -> json_value(skip(rest))
-        _ -> throw(:invalid_json)
+      case Mix.HrwNative.SafeFile.write(dest, new) do
+        :ok -> true
+        {:error, reason} -> Mix.raise("cannot install the hrw NIF at #{dest}: #{inspect(reason)}")
       end
-
-    acc = Map.put(acc, key, value)
-
-    case skip(rest) do
-      "," <> rest -> json_object(skip(rest), acc)
-      "}" <> rest -> {acc, rest}
-      _ -> throw(:invalid_json)
     end
   end
-
-  defp json_object(_, _), do: throw(:invalid_json)
-
-  defp json_array("]" <> rest, []), do: {[], rest}
-
-  defp json_array(text, acc) do
-    {value, rest} = json_value(text)
-
-    case skip(rest) do
-      "," <> rest -> json_array(skip(rest), [value | acc])
-      "]" <> rest -> {Enum.reverse([value | acc]), rest}
-      _ -> throw(:invalid_json)
-    end
-  end
-
-  defp json_string("\"" <> rest, acc), do: {IO.iodata_to_binary(Enum.reverse(acc)), rest}
-
-  defp json_string("\\u" <> <<digits::binary-size(4), rest::binary>>, acc) do
-    case {hex(digits), rest} do
-      {high, "\\u" <> <<low::binary-size(4), rest::binary>>} when high in 0xD800..0xDBFF ->
-        case hex(low) do
-          low when low in 0xDC00..0xDFFF ->
-            code = 0x10000 + (high - 0xD800) * 0x400 + (low - 0xDC00)
-            json_string(rest, [<<code::utf8>> | acc])
-
-          _ ->
-            throw(:invalid_json)
-        end
-
-      {code, _} when code in 0xD800..0xDFFF ->
-        throw(:invalid_json)
-
-      {code, rest} ->
-        json_string(rest, [<<code::utf8>> | acc])
-    end
-  end
-
-  defp json_string(<<"\\", c, rest::binary>>, acc) do
-    char =
-      case c do
-        ?" -> "\""
-        ?\\ -> "\\"
-        ?/ -> "/"
-        ?b -> "\b"
-        ?f -> "\f"
-        ?n -> "\n"
-        ?r -> "\r"
-        ?t -> "\t"
-        _ -> throw(:invalid_json)
-      end
-
-    json_string(rest, [char | acc])
-  end
-
-  defp json_string(<<c::utf8, rest::binary>>, acc) when c >= 0x20,
-    do: json_string(rest, [<<c::utf8>> | acc])
-
-  defp json_string(_, _), do: throw(:invalid_json)
-
-  defp hex(digits) do
-    if digits =~ ~r/\A[0-9a-fA-F]{4}\z/,
-      do: String.to_integer(digits, 16),
-      else: throw(:invalid_json)
-  end
-
-  defp json_number(text) do
-    case Regex.run(~r/\A-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?/, text) do
-      [number | fraction] ->
-        rest = binary_part(text, byte_size(number), byte_size(text) - byte_size(number))
-
-        value = if fraction == [], do: String.to_integer(number), else: json_float(number)
-        {value, rest}
-
-      nil ->
-        throw(:invalid_json)
-    end
-  end
-
-  # A valid JSON number such as 1e400 exceeds a double: it stays text.
-  defp json_float(number) do
-    case Float.parse(number) do
-      {float, ""} -> float
-      _ -> number
-    end
-  rescue
-    ArgumentError -> number
-  end
-
-  defp skip(<<c, rest::binary>>) when c in [?\s, ?\t, ?\n, ?\r], do: skip(rest)
-  defp skip(text), do: text
 end

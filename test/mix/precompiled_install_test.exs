@@ -1,9 +1,10 @@
 defmodule Mix.HrwNative.PrecompiledInstallTest do
   # The precompiled path end to end, on loopback only: `mix hrw.native.package`
   # builds the host's archive from a copy of exactly the package's files, an OTP
-  # :inets httpd on 127.0.0.1 serves it (and misbehaving gen_tcp servers serve what
-  # a broken mirror would), and the compile task installs, falls back or refuses.
-  # Fresh `mix new` apps with no cargo on PATH depend on the copy by path.
+  # :inets httpd on 127.0.0.1 serves it, and the compile task installs, falls
+  # back or refuses. Fresh `mix new` apps with no cargo on PATH depend on the copy
+  # by path. Hostile mirrors, files and settings: download_test.exs,
+  # https_test.exs, cache_test.exs and settings_test.exs, beside this file.
   use ExUnit.Case, async: false
 
   alias Mix.HrwNative.Precompiled
@@ -181,38 +182,6 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
     [base_url: "#{ctx.base}/#{dir}", checksum_file: checksum_file]
   end
 
-  # A loopback server that answers each request with `reply.(socket)`.
-  defp tcp_server(reply) do
-    {:ok, listen} = :gen_tcp.listen(0, [:binary, ip: {127, 0, 0, 1}, active: false])
-    {:ok, port} = :inet.port(listen)
-    parent = self()
-
-    pid =
-      spawn(fn ->
-        accept = fn accept ->
-          # The listening socket closes when the test that owns it ends: then stop.
-          with {:ok, socket} <- :gen_tcp.accept(listen) do
-            # A client may open a connection and close it unused.
-            case :gen_tcp.recv(socket, 0) do
-              {:ok, _request} ->
-                send(parent, {:tcp_request, self()})
-                reply.(socket)
-
-              {:error, _} ->
-                :gen_tcp.close(socket)
-            end
-
-            accept.(accept)
-          end
-        end
-
-        accept.(accept)
-      end)
-
-    on_exit(fn -> Process.exit(pid, :kill) end)
-    "http://127.0.0.1:#{port}"
-  end
-
   test "a verified archive is installed, and cached for the next project", ctx do
     assert obtain(ctx, []) == :ok
     assert File.read!(ctx.dest) == ctx.library
@@ -226,15 +195,6 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
     assert File.read!(dest) == ctx.library
     assert length(requests(ctx)) == before
     refute cargo_ran?(ctx)
-  end
-
-  test "a damaged cache entry is replaced by a fresh download", ctx do
-    cached = Path.join([ctx.case_dir, "cache", ctx.name])
-    File.mkdir_p!(Path.dirname(cached))
-    File.write!(cached, "corrupted")
-    assert obtain(ctx, []) == :ok
-    assert File.read!(ctx.dest) == ctx.library
-    assert File.read!(cached) == File.read!(ctx.archive)
   end
 
   test "a wrong checksum is refused, nothing installed, even with cargo", ctx do
@@ -281,42 +241,6 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
     refute cargo_ran?(ctx)
   end
 
-  test "an archive over the size limit is refused before it is read to the end", ctx do
-    assert_raise Mix.Error, ~r/over the 1000-byte limit/, fn ->
-      obtain(ctx, cargo: ctx.fake_cargo, max_bytes: 1000)
-    end
-
-    refute File.exists?(ctx.dest)
-    refute cargo_ran?(ctx)
-  end
-
-  test "a truncated transfer is refused, even with cargo", ctx do
-    data = File.read!(ctx.archive)
-
-    base =
-      tcp_server(fn socket ->
-        half = binary_part(data, 0, div(byte_size(data), 2))
-
-        :ok =
-          :gen_tcp.send(socket, "HTTP/1.1 200 OK\r\ncontent-length: #{byte_size(data)}\r\n\r\n")
-
-        :ok = :gen_tcp.send(socket, half)
-        :gen_tcp.close(socket)
-      end)
-
-    assert_raise Mix.Error, ~r/was truncated: \d+ of its #{byte_size(data)} bytes arrived/, fn ->
-      obtain(ctx, base_url: base, cargo: ctx.fake_cargo)
-    end
-
-    refute File.exists?(ctx.dest)
-    refute cargo_ran?(ctx)
-
-    # A mirror holding a cut file (complete as a transfer) fails its checksum.
-    opts = bad_mirror(ctx, "cut", binary_part(data, 0, 1000), Precompiled.checksum(data))
-    assert_raise Mix.Error, ~r/\(1000 bytes\) has sha256:/, fn -> obtain(ctx, opts) end
-    refute File.exists?(ctx.dest)
-  end
-
   test "a 404 builds from source with cargo, or says how to without it", ctx do
     base = ctx.base <> "/empty"
 
@@ -329,19 +253,6 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
     assert File.read!(ctx.dest) == "built by cargo"
     assert_received {:mix_shell, :info, ["No precompiled hrw NIF for " <> why]}
     assert why =~ "answered HTTP 404): built it with cargo"
-  end
-
-  test "a server that stalls is given up after the timeout", ctx do
-    base = tcp_server(fn _socket -> Process.sleep(:infinity) end)
-
-    assert_raise Mix.Error, ~r/no answer for 500 ms \(timed out\).*https:\/\/rustup.rs/s, fn ->
-      obtain(ctx, base_url: base, timeout_ms: 500)
-    end
-
-    assert_received {:tcp_request, _}
-    refute File.exists?(ctx.dest)
-    assert obtain(ctx, base_url: base, timeout_ms: 500, cargo: ctx.fake_cargo) == :ok
-    assert File.read!(ctx.dest) == "built by cargo"
   end
 
   test "an unknown target names itself; cargo builds it from source", ctx do
@@ -373,38 +284,6 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
 
     assert_raise Mix.Error, ~r/set to build its NIF from source .* needs cargo/, fn ->
       obtain(ctx, force_build: true)
-    end
-  end
-
-  test "the force-build variables and the config key are read" do
-    refute HrwNative.options(%{}).force_build
-    assert HrwNative.options(%{"HRW_NATIVE_BUILD" => "1"}).force_build
-    assert HrwNative.options(%{"HRW_NATIVE_BUILD" => "true"}).force_build
-    refute HrwNative.options(%{"HRW_NATIVE_BUILD" => "0"}).force_build
-    assert HrwNative.options(%{"RUSTLER_PRECOMPILED_FORCE_BUILD_ALL" => "1"}).force_build
-
-    Application.put_env(:hrw, :build_from_source, true)
-
-    try do
-      assert HrwNative.options(%{}).force_build
-    after
-      Application.delete_env(:hrw, :build_from_source)
-    end
-
-    opts =
-      HrwNative.options(%{
-        "HRW_NATIVE_BASE_URL" => "http://127.0.0.1:9/m",
-        "HRW_NATIVE_TIMEOUT_MS" => "250",
-        "HRW_NATIVE_TARGET" => "x-y-z"
-      })
-
-    assert {opts.base_url, opts.timeout_ms, opts.target} ==
-             {"http://127.0.0.1:9/m", 250, {:ok, "x-y-z"}}
-
-    assert HrwNative.options(%{}).base_url == Mix.Project.config()[:hrw_native][:base_url]
-
-    assert_raise Mix.Error, ~r/HRW_NATIVE_TIMEOUT_MS must be/, fn ->
-      HrwNative.options(%{"HRW_NATIVE_TIMEOUT_MS" => "soon"})
     end
   end
 

@@ -62,6 +62,17 @@ defmodule Mix.HrwNative.PrecompiledTest do
     assert Regex.scan(~r/nif_version_\d+_\d+/, manifest) |> List.flatten() == expected
   end
 
+  test "a URL is shown without its userinfo, valid or not (the documented examples too)" do
+    assert Precompiled.redact("http://user:secret@127.0.0.1:8080/m") ==
+             "http://***@127.0.0.1:8080/m"
+
+    assert Precompiled.redact("https://mirror.example/hrw") == "https://mirror.example/hrw"
+    assert Precompiled.redact("https://a@b@host/x?u=a@b") == "https://***@host/x?u=a@b"
+    assert Precompiled.redact("//tok@host/x") == "//***@host/x"
+    assert Precompiled.redact("http://host/a@b") == "http://host/a@b"
+    assert Precompiled.redact("http://us er:p%ss@[::1]:9/") == "http://***@[::1]:9/"
+  end
+
   test "https anywhere, plain http only to loopback" do
     assert Precompiled.check_url("https://github.com/o/r/releases/download/v1") == :ok
     assert Precompiled.check_url("http://127.0.0.1:8080/x") == :ok
@@ -108,6 +119,14 @@ defmodule Mix.HrwNative.PrecompiledTest do
     end
 
     assert Precompiled.read_checksums(Path.join(dir, "none.exs")) == {:error, :enoent}
+
+    File.write!(
+      path,
+      ~s|%{"a" => #{inspect(Precompiled.checksum("a"))}, "a" => #{inspect(Precompiled.checksum("b"))}}|
+    )
+
+    assert {:error, message} = Precompiled.read_checksums(path)
+    assert message == ~s|the checksum file #{path} lists "a" more than once|
   end
 
   test "the shipped checksum file is valid and is in the package" do

@@ -57,7 +57,12 @@ defmodule Mix.Tasks.Hrw.Native.Checksum do
           )
         end
 
-        data = File.read!(path)
+        data =
+          case Mix.HrwNative.SafeFile.read(path, Precompiled.max_archive_bytes()) do
+            {:ok, data} -> data
+            {:error, reason} -> Mix.raise("#{path}: #{inspect(reason)}")
+          end
+
         sum = Precompiled.checksum(data)
 
         case Precompiled.verify(data, name, sum, path) do
@@ -66,8 +71,10 @@ defmodule Mix.Tasks.Hrw.Native.Checksum do
         end
       end)
 
-    File.write!(output, Precompiled.checksum_file_text(checksums))
-    checksums
+    case Mix.HrwNative.SafeFile.write(output, Precompiled.checksum_file_text(checksums)) do
+      :ok -> checksums
+      {:error, reason} -> Mix.raise("cannot write #{output}: #{inspect(reason)}")
+    end
   end
 
   defp expected_names(version) do

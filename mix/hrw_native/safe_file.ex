@@ -1,0 +1,164 @@
+defmodule Mix.HrwNative.SafeFile do
+  @moduledoc """
+  The compile task's file writes and reads, safe in a folder that someone else can
+  write to: every temporary file is created exclusively (`O_CREAT | O_EXCL`, which
+  also refuses a link planted at its name) under a random name, then renamed over
+  its destination (a rename replaces a link, never writes through it); every read
+  is capped before a byte is read; a folder that others can write and that is not
+  ours is refused.
+  """
+
+  import Bitwise
+
+  @doc """
+  Writes `data` to `path` through an exclusively created temporary file in the
+  same folder, renamed over `path`. `{:error, reason}` on any failure (the
+  temporary file is removed).
+  """
+  @spec write(Path.t(), iodata()) :: :ok | {:error, term()}
+  def write(path, data) do
+    tmp = temp_name(path)
+
+    result =
+      with {:ok, fd} <- :file.open(tmp, [:write, :exclusive, :binary, :raw]) do
+        written =
+          with :ok <- :file.write(fd, data),
+               do: :file.sync(fd)
+
+        :ok = :file.close(fd)
+        with :ok <- written, do: :file.rename(tmp, path)
+      end
+
+    if result != :ok, do: _ = :file.delete(tmp)
+    result
+  end
+
+  @doc """
+  A name next to `path` that nobody can predict: `.<basename>.<32 hex digits>.tmp`.
+  """
+  @spec temp_name(Path.t()) :: Path.t()
+  def temp_name(path) do
+    :ok = Mix.HrwNative.Download.on_code_path([:crypto])
+    random = Base.encode16(:crypto.strong_rand_bytes(16), case: :lower)
+    Path.join(Path.dirname(path), ".#{Path.basename(path)}.#{random}.tmp")
+  end
+
+  @doc """
+  Reads the regular file `path` (not a link, a device or a FIFO) if it holds at
+  most `max` bytes. `{:error, :enoent}` when there is none; `{:error, message}`
+  for anything else, without reading a larger file.
+  """
+  @spec read(Path.t(), non_neg_integer()) :: {:ok, binary()} | {:error, :enoent | String.t()}
+  def read(path, max) do
+    case File.lstat(path) do
+      {:error, :enoent} ->
+        {:error, :enoent}
+
+      {:ok, %File.Stat{type: :regular, size: size}} when size > max ->
+        {:error, "#{path} is #{size} bytes, over the #{max}-byte limit"}
+
+      {:ok, %File.Stat{type: :regular}} ->
+        read_open(path, max)
+
+      {:ok, %File.Stat{type: type}} ->
+        {:error, "#{path} is a #{type}, not a regular file"}
+
+      {:error, reason} ->
+        {:error, "#{path} cannot be read (#{:file.format_error(reason)})"}
+    end
+  end
+
+  defp read_open(path, max) do
+    # The file may grow or be swapped after lstat: read one byte past the cap.
+    case :file.open(path, [:read, :binary, :raw]) do
+      {:ok, fd} ->
+        result = :file.read(fd, max + 1)
+        :ok = :file.close(fd)
+
+        case result do
+          {:ok, data} when byte_size(data) > max ->
+            {:error, "#{path} is over the #{max}-byte limit"}
+
+          {:ok, data} ->
+            {:ok, data}
+
+          :eof ->
+            {:ok, ""}
+
+          {:error, reason} ->
+            {:error, "#{path} cannot be read (#{:file.format_error(reason)})"}
+        end
+
+      {:error, :enoent} ->
+        {:error, :enoent}
+
+      {:error, reason} ->
+        {:error, "#{path} cannot be read (#{:file.format_error(reason)})"}
+    end
+  end
+
+  @doc """
+  `:ok` when the folder `dir` (created if missing) may be written: it is ours, or
+  nobody else can write to it. `{:error, message}` naming it otherwise. Not
+  checked on Windows, whose permissions are not POSIX modes.
+  """
+  @spec trusted_dir(Path.t()) :: :ok | {:error, String.t()}
+  def trusted_dir(dir) do
+    with :ok <- mkdir(dir),
+         {:ok, stat} <- stat(dir) do
+      check_owner(dir, stat)
+    end
+  end
+
+  defp mkdir(dir) do
+    case File.mkdir_p(dir) do
+      :ok -> :ok
+      {:error, reason} -> {:error, "#{dir} cannot be created (#{:file.format_error(reason)})"}
+    end
+  end
+
+  defp stat(dir) do
+    case File.stat(dir) do
+      {:ok, %File.Stat{type: :directory} = stat} -> {:ok, stat}
+      {:ok, %File.Stat{type: type}} -> {:error, "#{dir} is a #{type}, not a folder"}
+      {:error, reason} -> {:error, "#{dir} cannot be read (#{:file.format_error(reason)})"}
+    end
+  end
+
+  defp check_owner(dir, %File.Stat{uid: uid, mode: mode}) do
+    cond do
+      match?({:win32, _}, :os.type()) ->
+        :ok
+
+      (mode &&& 0o022) != 0 and uid != our_uid() ->
+        {:error,
+         "#{dir} can be written by other users (mode #{Integer.to_string(mode &&& 0o7777, 8)}) " <>
+           "and belongs to user #{uid}, not to this one: it is not used"}
+
+      true ->
+        :ok
+    end
+  end
+
+  # The owner of a file this process creates (OTP has no getuid/0); nil when no
+  # file can be created, and then no folder counts as ours.
+  defp our_uid do
+    case :persistent_term.get({__MODULE__, :uid}, nil) do
+      nil ->
+        probe = temp_name(Path.join(System.tmp_dir() || ".", "hrw-uid"))
+
+        with {:ok, fd} <- :file.open(probe, [:write, :exclusive, :raw]),
+             :ok <- :file.close(fd),
+             {:ok, %File.Stat{uid: uid}} <- File.lstat(probe) do
+          _ = File.rm(probe)
+          :persistent_term.put({__MODULE__, :uid}, uid)
+          uid
+        else
+          _ -> nil
+        end
+
+      uid ->
+        uid
+    end
+  end
+end

@@ -1,0 +1,172 @@
+defmodule Mix.HrwNative.CacheTest do
+  # The files the compile task reads and writes: the archive cache, the install
+  # into _build, the checksum file, and what an archive inflates to. Folders that
+  # others can write, links planted at the names of temporary files, huge or
+  # tampered cache entries, a decompression bomb whose checksum matches.
+  use ExUnit.Case, async: false
+
+  import HRW.Test.NativeMirror
+
+  alias Mix.HrwNative.Precompiled
+
+  # The user the folders of "another user" belong to.
+  @nobody 65_534
+
+  setup do
+    Mix.shell(Mix.Shell.Process)
+    on_exit(fn -> Mix.shell(Mix.Shell.IO) end)
+    tmp = tmp_dir!()
+    fixture = archive(Path.join(tmp, "archive"))
+    path = "/m/" <> fixture.name
+    base_url = serve(routes: %{path => {200, [], fixture.data}}) <> "/m"
+
+    tmp
+    |> new_case()
+    |> Map.merge(%{fixture: fixture, checksum_file: fixture.checksum_file, base_url: base_url})
+  end
+
+  defp cached(c), do: Path.join(c.cache_dir, c.fixture.name)
+  defp down, do: "http://127.0.0.1:1/none"
+
+  # A folder anyone can write, owned by another user (the tests run as root, so
+  # they can make one; as another user the case cannot be made and is skipped).
+  defp others_folder(dir) do
+    File.mkdir_p!(dir)
+    File.chmod!(dir, 0o777)
+
+    case File.chown(dir, @nobody) do
+      :ok -> true
+      {:error, :eperm} -> false
+    end
+  end
+
+  test "temporary files are never written through a link planted at their name", c do
+    victim = Path.join(c.case_dir, "victim")
+    File.write!(victim, "precious")
+    File.mkdir_p!(c.cache_dir)
+    File.mkdir_p!(Path.dirname(c.dest))
+
+    # Links at every name a counter-based temporary name could take next.
+    first = System.unique_integer([:positive])
+
+    for n <- first..(first + 20_000) do
+      File.ln_s!(victim, "#{cached(c)}.#{n}.tmp")
+    end
+
+    File.ln_s!(victim, c.dest <> ".tmp")
+
+    assert obtain(c, []) == :ok
+    assert File.read!(victim) == "precious"
+    assert File.read!(c.dest) == c.fixture.library
+    assert File.read!(cached(c)) == c.fixture.data
+    assert File.lstat!(c.dest).type == :regular
+  end
+
+  test "a cache folder that others can write and that is not ours is neither read nor written",
+       c do
+    if others_folder(c.cache_dir) do
+      # An entry planted there, valid or not, is not taken.
+      File.write!(cached(c), c.fixture.data)
+      assert obtain(c, []) == :ok
+      assert_received {:mix_shell, :info, ["Installing the precompiled hrw NIF " <> said]}
+      assert said =~ "from #{c.base_url}/"
+      assert_received {:mix_shell, :error, [warning]}
+      assert warning =~ "not using the archive cache (HRW_NATIVE_CACHE_DIR): #{c.cache_dir}"
+      assert warning =~ "can be written by other users (mode 777) and belongs to user 65534"
+      assert File.ls!(c.cache_dir) == [c.fixture.name]
+    end
+  end
+
+  test "an install folder that others can write and that is not ours is refused", c do
+    if others_folder(Path.dirname(c.dest)) do
+      for overrides <- [[], [force_build: true, cargo: c.fake_cargo]] do
+        message = mix_error(fn -> obtain(c, overrides) end)
+        assert message =~ "cannot install the hrw NIF: #{Path.dirname(c.dest)} can be written"
+      end
+
+      assert File.ls!(Path.dirname(c.dest)) == []
+    end
+  end
+
+  test "a cache entry over the size limit, or not a regular file, is refused unread", c do
+    File.mkdir_p!(c.cache_dir)
+    # Sparse: 100 MiB that take no disk and must never be read.
+    {:ok, fd} = :file.open(cached(c), [:write, :raw])
+    {:ok, _} = :file.position(fd, 100 * 1024 * 1024)
+    :ok = :file.write(fd, "x")
+    :ok = :file.close(fd)
+
+    message = mix_error(fn -> obtain(c, cargo: c.fake_cargo) end)
+    assert message =~ "the cache entry #{cached(c)} is 104857601 bytes, over the"
+    assert File.exists?(cached(c))
+
+    File.rm!(cached(c))
+    File.ln_s!(c.fixture.archive, cached(c))
+    message = mix_error(fn -> obtain(c, cargo: c.fake_cargo) end)
+    assert message =~ "the cache entry #{cached(c)} is a symlink, not a regular file"
+    refute File.exists?(c.dest)
+    assert cargo_args(c) == nil
+  end
+
+  test "a tampered cache entry stops the build, mirror down or not, and is kept", c do
+    File.mkdir_p!(c.cache_dir)
+    File.write!(cached(c), "tampered")
+
+    for base <- [down(), c.base_url] do
+      message = mix_error(fn -> obtain(c, base_url: base, cargo: c.fake_cargo) end)
+      assert message =~ "#{c.fixture.name} from the cache (#{cached(c)}) (8 bytes) has sha256:"
+      assert message =~ "but the checksum file #{c.checksum_file} expects"
+    end
+
+    assert File.read!(cached(c)) == "tampered"
+    refute File.exists?(c.dest)
+    assert cargo_args(c) == nil
+  end
+
+  @library_limit 64 * 1024 * 1024
+
+  test "an archive inflating past the library limit is refused while inflating", c do
+    size = @library_limit + 1024 * 1024
+    bomb = bomb(Precompiled.library_name(c.fixture.name), size)
+    assert byte_size(bomb) < Precompiled.max_archive_bytes()
+    sums = %{c.fixture.name => Precompiled.checksum(bomb)}
+    File.write!(c.checksum_file, Precompiled.checksum_file_text(sums))
+    mirror = serve(routes: %{("/" <> c.fixture.name) => {200, [], bomb}})
+
+    # Downloaded, then from the cache.
+    for base <- [mirror, down()] do
+      if base == down(), do: File.write!(cached(c), bomb)
+      message = mix_error(fn -> obtain(c, base_url: base, cargo: c.fake_cargo) end)
+      assert message =~ "#{c.fixture.name} inflates to more than", message
+      assert message =~ "over the #{@library_limit}-byte limit"
+    end
+
+    assert cargo_args(c) == nil
+    assert Precompiled.max_library_bytes() == @library_limit
+  end
+
+  test "a checksum file with a duplicate key, or that is not one, is refused by name", c do
+    sum = Precompiled.checksum(c.fixture.data)
+    other = Precompiled.checksum("other")
+
+    File.write!(c.checksum_file, """
+    %{#{inspect(c.fixture.name)} => #{inspect(sum)}, #{inspect(c.fixture.name)} => #{inspect(other)}}
+    """)
+
+    message = mix_error(fn -> obtain(c, cargo: c.fake_cargo) end)
+
+    assert message =~
+             "the checksum file #{c.checksum_file} lists #{inspect(c.fixture.name)} more than once"
+
+    File.write!(c.checksum_file, "%{")
+    message = mix_error(fn -> obtain(c, cargo: c.fake_cargo) end)
+    assert message =~ "the checksum file #{c.checksum_file} is not a map"
+
+    File.write!(c.checksum_file, Precompiled.checksum_file_text(%{}))
+    File.rm_rf!(c.dest)
+    assert obtain(c, cargo: c.fake_cargo) == :ok
+    assert_received {:mix_shell, :info, ["No precompiled hrw NIF for " <> why]}
+    assert why =~ "is listed in the checksum file #{c.checksum_file} (it lists 0 archives)"
+    refute File.exists?(cached(c))
+  end
+end
