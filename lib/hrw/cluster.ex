@@ -192,12 +192,26 @@ defmodule HRW.Cluster do
           | {:poll_interval, pos_integer()}
           | {:callback_timeout, pos_integer()}
           | {:overrides, %{optional(term()) => node() | [node()]}}
+          | {:quorum, pos_integer() | {:majority, pos_integer()}}
 
   @typedoc "Options of the lookups: which generation to answer for (default `back: 0`)."
   @type lookup_option :: {:back, non_neg_integer()}
 
-  @typedoc "The message a subscriber receives after each change."
-  @type change :: {:hrw_cluster_changed, name(), structure(), structure()}
+  @typedoc """
+  The message a subscriber receives after each change: structures with
+  `subscribe/1`, snapshots (generation and fingerprint included) with
+  `subscribe(name, :snapshots)`.
+  """
+  @type change ::
+          {:hrw_cluster_changed, name(), structure(), structure()}
+          | {:hrw_cluster_snapshot, name(), HRW.Cluster.Snapshot.t(), HRW.Cluster.Snapshot.t()}
+
+  @typedoc "What `await_agreement/2` found when the members did not all agree in time."
+  @type disagreement :: %{
+          fingerprint: non_neg_integer(),
+          disagree: %{optional(node()) => non_neg_integer()},
+          no_answer: %{optional(node()) => term()}
+        }
 
   # -- starting --------------------------------------------------------------------
 
@@ -367,6 +381,122 @@ defmodule HRW.Cluster do
   end
 
   @doc """
+  The current generation, its members, fingerprint, quorum and structure, from one
+  read of the entry: a consistent sample, where `generation/1`, `members/2` and
+  `structure/2` called one after the other may straddle a change. See
+  `HRW.Cluster.Snapshot`. Raises `ArgumentError` when no cluster called `name` has
+  published an entry.
+
+  ## Examples
+
+      iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_snapshot)
+      iex> snapshot = HRW.Cluster.snapshot(:doc_snapshot)
+      iex> {snapshot.generation, snapshot.members, snapshot.quorum?}
+      {1, [node()], true}
+      iex> snapshot.fingerprint == HRW.Cluster.Fingerprint.of([node()])
+      true
+      iex> HRW.owner("user:42", snapshot.structure) == HRW.Cluster.owner(:doc_snapshot, "user:42")
+      true
+      iex> GenServer.stop(pid)
+      :ok
+  """
+  @spec snapshot(name()) :: HRW.Cluster.Snapshot.t()
+  def snapshot(name), do: Server.snapshot!(name)
+
+  @doc """
+  The fingerprint of the current members (`HRW.Cluster.Fingerprint`): the same on
+  every node whose view holds the same members (and weights). Raises
+  `ArgumentError` when no cluster called `name` has published an entry.
+
+  ## Examples
+
+      iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_fingerprint)
+      iex> HRW.Cluster.fingerprint(:doc_fingerprint) == HRW.Cluster.Fingerprint.of([node()])
+      true
+      iex> GenServer.stop(pid)
+      :ok
+  """
+  @spec fingerprint(name()) :: non_neg_integer()
+  def fingerprint(name), do: Server.snapshot!(name).fingerprint
+
+  @doc """
+  Waits at most `timeout` ms until every member of this node's view runs the
+  cluster `name` with the same fingerprint as this node. Asks the members with
+  `:erpc.multicall/5` (each round bounded by the time left), again every 20 ms
+  while some disagree, and reads this node's view again each round (it may change
+  meanwhile).
+
+  Returns `{:ok, fingerprint}`, or `{:error, disagreement}` when the time is up:
+  the local `:fingerprint`, the members whose fingerprint differs (`:disagree`,
+  node => theirs) and those that did not answer (`:no_answer`, node => the
+  `:erpc` error, or `:not_running` when no cluster of that name runs there), as
+  of the last round. Raises `ArgumentError` when no cluster called `name` has
+  published an entry here, or for a bad timeout.
+
+  ## Examples
+
+      iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_agreement)
+      iex> {:ok, fingerprint} = HRW.Cluster.await_agreement(:doc_agreement, 1_000)
+      iex> fingerprint == HRW.Cluster.fingerprint(:doc_agreement)
+      true
+      iex> GenServer.stop(pid)
+      :ok
+  """
+  @spec await_agreement(name(), non_neg_integer()) ::
+          {:ok, non_neg_integer()} | {:error, disagreement()}
+  def await_agreement(name, timeout) do
+    timeout =
+      HRW.Options.integer!(timeout, "HRW.Cluster.await_agreement/2", :timeout, 0, 4_294_967_295)
+
+    _ = snapshot(name)
+    agreement(name, System.monotonic_time(:millisecond) + timeout)
+  end
+
+  defp agreement(name, deadline) do
+    %{fingerprint: local, members: members} = snapshot(name)
+    others = List.delete(members, node())
+    left = max(deadline - System.monotonic_time(:millisecond), 0)
+
+    answers =
+      if others == [],
+        do: [],
+        else:
+          Enum.zip(
+            others,
+            :erpc.multicall(others, __MODULE__, :remote_fingerprint, [name], max(left, 1))
+          )
+
+    {disagree, no_answer} =
+      Enum.reduce(answers, {%{}, %{}}, fn
+        {_node, {:ok, ^local}}, acc -> acc
+        {node, {:ok, :not_running}}, {d, n} -> {d, Map.put(n, node, :not_running)}
+        {node, {:ok, other}}, {d, n} -> {Map.put(d, node, other), n}
+        {node, error}, {d, n} -> {d, Map.put(n, node, error)}
+      end)
+
+    cond do
+      disagree == %{} and no_answer == %{} and snapshot(name).fingerprint == local ->
+        {:ok, local}
+
+      System.monotonic_time(:millisecond) >= deadline ->
+        {:error, %{fingerprint: local, disagree: disagree, no_answer: no_answer}}
+
+      true ->
+        Process.sleep(min(20, max(deadline - System.monotonic_time(:millisecond), 0)))
+        agreement(name, deadline)
+    end
+  end
+
+  @doc false
+  # Called by `await_agreement/2` on the other members.
+  @spec remote_fingerprint(name()) :: non_neg_integer() | :not_running
+  def remote_fingerprint(name) do
+    fingerprint(name)
+  rescue
+    ArgumentError -> :not_running
+  end
+
+  @doc """
   The members, sorted (bare nodes, also when weighted); with `back: b`, those of
   the generation published `b` changes ago. Raises `ArgumentError` when no cluster
   called `name` has published an entry, or for a bad option.
@@ -476,6 +606,34 @@ defmodule HRW.Cluster do
   """
   @spec subscribe(name()) :: :ok
   def subscribe(name), do: GenServer.call(Server.pid!(name), {:subscribe, self()})
+
+  @doc """
+  Subscribes the calling process to changes in the given format: `:structures`
+  is `subscribe/1`; with `:snapshots` it receives, after each published change,
+  `{:hrw_cluster_snapshot, name, old, new}` where `old` and `new` are
+  `HRW.Cluster.Snapshot`s (generation, fingerprint, members, quorum and structure
+  before and after; before the first generation `old` is generation 0 with no
+  member). Subscribing again changes the format. Raises `ArgumentError` when no
+  server called `name` is running, or for another format.
+
+  ## Examples
+
+      iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_subscribe_snapshots)
+      iex> HRW.Cluster.subscribe(:doc_subscribe_snapshots, :snapshots)
+      :ok
+      iex> HRW.Cluster.put_overrides(:doc_subscribe_snapshots, %{"hot" => :"pinned@host"})
+      iex> receive do
+      ...>   {:hrw_cluster_snapshot, :doc_subscribe_snapshots, old, new} -> {old.generation, new.generation}
+      ...> end
+      {1, 2}
+      iex> GenServer.stop(pid)
+      :ok
+  """
+  @spec subscribe(name(), :structures | :snapshots) :: :ok
+  def subscribe(name, format) do
+    format = HRW.Options.one_of!(format, "HRW.Cluster.subscribe/2", [:structures, :snapshots])
+    GenServer.call(Server.pid!(name), {:subscribe, self(), format})
+  end
 
   @doc """
   Undoes `subscribe/1` for the calling process (`:ok` also when not subscribed).
