@@ -23,7 +23,8 @@ defmodule HRW.Cluster do
   is never on the lookup path, so a busy, hung or restarting server slows no lookup.
   The entry's layout is private: read it through the functions here. Every node
   running an `HRW.Cluster` with the same options and the same members computes the
-  same owners (generation numbers, below, are local to each node).
+  same owners (generation numbers, below, are local to each node; the member set's
+  fingerprint, below, is the same on all of them).
 
   ## Names
 
@@ -73,6 +74,47 @@ defmodule HRW.Cluster do
   what `HRW.moves(keys, old_structure, new_structure)` lists. A structure is `nil`
   while the cluster has no member (possible with `{:pg, ...}` or filters): then
   `owner/3` returns `nil` and `owners/4` returns `[]`.
+
+  ## Leaving at once
+
+  Joins are debounced; departures are not. With `source: :nodes`, a `:nodedown`
+  (the node stopped, was killed, or its link dropped) removes the node from the
+  published members while the server handles that message: the structure without
+  it is built (in an evaluation process, under `:callback_timeout`) and published
+  before the server takes its next message, so no lookup made after the server has
+  seen the nodedown names the node. The same holds with `{:pg, scope, group}` (when
+  monitored, not polled) when the last process of a node leaves the group. A
+  debounced evaluation still follows, and an evaluation that was running when the
+  node left is dropped (it may have read the node) and run again.
+
+  A flapping link therefore costs two generations per flap, one at once (down) and
+  one after the debounce (up), each with its `:persistent_term` scan; a link that
+  goes down and up within the debounce is still removed and added back. Keys of a
+  flapping node move away and back: `stable_owners/3` with `depth: 2` or more
+  still lists it while it is out. See docs/CLUSTER.md.
+
+  ## Snapshots, fingerprints and agreement
+
+  `snapshot/1` returns an `HRW.Cluster.Snapshot`: generation, members, quorum,
+  structure and the member set's `fingerprint` (`HRW.Cluster.Fingerprint`,
+  defined in docs/HASHING.md §7), all from one read of the entry. Generations are
+  local, fingerprints are not: two nodes with the same fingerprint route every key
+  alike (given the same options). `await_agreement/2` waits, bounded, until every
+  member answers with this node's fingerprint, and names those that do not.
+  `subscribe(name, :snapshots)` sends snapshots, old and new, after each change.
+
+  ## Quorum
+
+  With `quorum: n` (or `quorum: {:majority, expected}`, that is
+  `div(expected, 2) + 1`), a node whose view holds fewer than `n` members owns no
+  key: `owner/3` answers `nil`, `owners/4` and `members/2` `[]`, `structure/2`
+  `nil` (so batches, `HRW.owner_batch(keys, structure)`, must treat it as "no
+  owner", as for an empty cluster), `stable_owners/3` the owners of older
+  generations that had a quorum, and `snapshot/1` the members it does see with
+  `quorum?: false`, `structure: nil` and their fingerprint. Losing or regaining
+  the quorum publishes a generation like any change. In a partition, at most one
+  side reaches a majority of `expected`, so at most one side owns keys; without a
+  quorum every side owns every key. See docs/CLUSTER.md.
 
   ## History
 
@@ -163,6 +205,8 @@ defmodule HRW.Cluster do
     * `:callback_timeout` - the most milliseconds one evaluation (the callbacks and
       the build together) may take, an integer in 1..4294967295 (default 5000).
     * `:overrides` - `%{key => node | [node, ...]}`, see "Overrides" (default none).
+    * `:quorum` - an integer in 1..65536, or `{:majority, expected}` with `expected`
+      in 1..65536: the fewest members that own keys, see "Quorum" (default 1).
 
   Options are validated when the server starts (and by `child_spec/1`); a bad
   option raises `ArgumentError` with a bounded message.

@@ -113,7 +113,7 @@ defmodule HRW.ClusterAgreementTest do
     end
   end
 
-  if function_exported?(:pg, :monitor, 2) do
+  if Code.ensure_loaded?(:pg) and function_exported?(:pg, :monitor, 2) do
     test "the last :pg process of a node leaving takes the node out at once" do
       name = unique(:ag_pg)
       scope = unique(:ag_scope)
