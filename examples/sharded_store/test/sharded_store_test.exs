@@ -230,10 +230,10 @@ defmodule ShardedStoreTest do
         }
       end
 
-    delays =
-      nodes
-      |> Enum.flat_map(&rpc(&1, ShardedStore, :down_delays, []))
-      |> Enum.map(fn {_, us} -> us end)
+    delays = Enum.flat_map(nodes, &rpc(&1, ShardedStore, :down_delays, []))
+    visible = for {:visible, _, us} <- delays, do: us
+    notified = for {:notified, _, us} <- delays, do: us
+    pg = for {:pg, _, us} <- delays, do: us
 
     for node <- nodes, do: :peer.stop(peers[node])
 
@@ -249,8 +249,10 @@ defmodule ShardedStoreTest do
     #{newer} keys read at a later attempted version than the last acknowledged
     partitions [2 | 3]: writes acknowledged by a minority-side coordinator between the cut and the heal: \
     #{Enum.map_join(partitions, ", ", &"#{&1.before_seen} before every view showed the cut, #{&1.after_seen} after")}
-    nodedown -> snapshot without the node, measured at the other replicas (us): \
-    median #{inspect(median(delays))}, max #{inspect(Enum.max(delays, fn -> nil end))}, n=#{length(delays)}
+    a node still named after its nodedown, on the other nodes (us): until snapshot/1 drops it: \
+    median #{inspect(median(visible))}, max #{inspect(Enum.max(visible, fn -> nil end))}, n=#{length(visible)}; \
+    until the snapshot message: median #{inspect(median(notified))}, max #{inspect(Enum.max(notified, fn -> nil end))}; \
+    until the :pg group drops it (the source): median #{inspect(median(pg))}, max #{inspect(Enum.max(pg, fn -> nil end))}
     time to agreement (same fingerprint everywhere) / to handoff done, after each kind of event (ms):
     #{Enum.map_join(by_kind, "\n", fn {kind, xs} -> "  #{kind}: n=#{length(xs)} agreement median #{fmt(median(Enum.map(xs, &elem(&1, 1))))} max #{fmt(Enum.max(Enum.map(xs, &elem(&1, 1))))}, handoff median #{fmt(median(Enum.map(xs, &elem(&1, 2))))} max #{fmt(Enum.max(Enum.map(xs, &elem(&1, 2))))}" end)}
     total #{Float.round((now() - started) / 1_000_000, 1)} s

@@ -16,6 +16,7 @@ defmodule HRW.Cluster.Server do
   @first_retry 1_000
   @max_retry 30_000
   @members "the evaluation of the members"
+  @without "the build without the members that left"
 
   # The published entry: {@tag, generation, history, {spec, overrides_option},
   # snapshot}. `history` is a tuple of `depth` structures, newest first (nil for an
@@ -459,12 +460,14 @@ defmodule HRW.Cluster.Server do
       spec = {structure, build_opts, overrides, kept}
       eval = Evaluation.start({:build, spec})
 
-      case Evaluation.await(eval, state.callback_timeout, "the build without #{HRW.brief(nodes)}") do
+      # Nothing on this path renders a term before the publish: the first `inspect`
+      # in a VM that loads code on demand may load modules for hundreds of ms.
+      case Evaluation.await(eval, state.callback_timeout, @without) do
         {:ok, built} ->
           publish(state, spec, built)
 
         {:error, message} ->
-          Logger.warning("HRW.Cluster #{HRW.brief(state.name)}: #{message}")
+          Logger.warning("HRW.Cluster #{HRW.brief(state.name)}: #{message} (#{HRW.brief(nodes)})")
           state
       end
     end
