@@ -60,7 +60,8 @@ defmodule HRW.Cluster do
   `:persistent_term.put/2` replacing a value makes the runtime scan every process
   for references to the old one (a global garbage-collection pass, proportional to
   the number of processes), and copies the whole new entry. So membership events
-  are *debounced*: the first event starts a `:debounce` ms timer (default 100), and
+  are *debounced* (except departures, which also take effect at once: see "Leaving
+  at once"): the first event starts a `:debounce` ms timer (default 100), and
   when it fires the server evaluates the membership once (reads the source, applies
   `:allow`, `:deny` and `:weight_fn`) and publishes a new entry only if the result
   differs from the published one (a member joined or left, or a member's weight
@@ -112,8 +113,9 @@ defmodule HRW.Cluster do
   owner", as for an empty cluster), `stable_owners/3` the owners of older
   generations that had a quorum, and `snapshot/1` the members it does see with
   `quorum?: false`, `structure: nil` and their fingerprint. Losing or regaining
-  the quorum publishes a generation like any change. In a partition, at most one
-  side reaches a majority of `expected`, so at most one side owns keys; without a
+  the quorum publishes a generation like any change. In a partition of a cluster of
+  at most `expected` nodes, at most one side reaches a majority of `expected`, so
+  at most one side owns keys; without a
   quorum every side owns every key. See docs/CLUSTER.md.
 
   ## History
