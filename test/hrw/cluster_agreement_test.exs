@@ -113,6 +113,35 @@ defmodule HRW.ClusterAgreementTest do
     end
   end
 
+  # A VM that loads code on demand (mix, iex, :peer nodes) may spend hundreds of ms
+  # loading modules on its first `inspect`: nothing on the immediate path renders
+  # a term. Traced on the server process.
+  test "the immediate removal renders no term" do
+    name = unique(:ag_render)
+    {peer, n1} = start_peer(:render)
+    {:ok, pid} = HRW.Cluster.start_link(name: name, debounce: @never)
+    patterns = [{HRW, :brief, :_}, {Kernel, :inspect, :_}, {Inspect.Algebra, :format, :_}]
+    for mfa <- patterns, do: :erlang.trace_pattern(mfa, true, [:local])
+    1 = :erlang.trace(pid, true, [:call, {:tracer, self()}])
+
+    try do
+      HRW.TestPeers.stop_peer(peer)
+
+      eventually(
+        fn ->
+          _ = :sys.get_state(pid)
+          n1 not in HRW.Cluster.members(name)
+        end,
+        "the server to drop #{n1}"
+      )
+    after
+      :erlang.trace(pid, false, [:call])
+      for mfa <- patterns, do: :erlang.trace_pattern(mfa, false, [:local])
+    end
+
+    refute_received {:trace, ^pid, :call, _}
+  end
+
   if Code.ensure_loaded?(:pg) and function_exported?(:pg, :monitor, 2) do
     test "the last :pg process of a node leaving takes the node out at once" do
       name = unique(:ag_pg)
