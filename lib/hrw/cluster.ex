@@ -533,6 +533,52 @@ defmodule HRW.Cluster do
     end
   end
 
+  @doc """
+  What a store holding `keys` must move between two views: `{key, old_owners,
+  new_owners}` for each key whose `count` best owners differ (as lists: a new
+  first owner counts, so `count: 1` lists the keys of `HRW.moves/3`). `old` and
+  `new` are snapshots (`snapshot/1`, or those of a `:snapshots` message),
+  structures, or `nil`: a view without a member or without quorum owns nothing, so
+  its owners are `[]` and every key moves to (or from) it. Keys are taken in the
+  given order, each once. Raises `ArgumentError` for a bad count or structure.
+
+  ## Examples
+
+      iex> old = HRW.Ring.new([:"a@h", :"b@h"])
+      iex> new = HRW.Ring.new([:"a@h", :"b@h", :"c@h"])
+      iex> moves = HRW.Cluster.moves(["k1", "k2", "k3", "k4"], old, new, 2)
+      iex> Enum.all?(moves, fn {_key, _old, new_owners} -> :"c@h" in new_owners end)
+      true
+      iex> HRW.Cluster.moves(["k1"], nil, new, 2) == [{"k1", [], HRW.owners("k1", new, 2)}]
+      true
+  """
+  @spec moves(
+          [term()],
+          HRW.Cluster.Snapshot.t() | structure(),
+          HRW.Cluster.Snapshot.t() | structure(),
+          non_neg_integer()
+        ) ::
+          [{term(), [node()], [node()]}]
+  def moves(keys, old, new, count \\ 1) when is_list(keys) do
+    count = HRW.Options.count!(count)
+    old = view_structure(old)
+    new = view_structure(new)
+
+    keys
+    |> Enum.uniq()
+    |> Enum.flat_map(fn key ->
+      before = view_owners(key, old, count)
+      later = view_owners(key, new, count)
+      if before == later, do: [], else: [{key, before, later}]
+    end)
+  end
+
+  defp view_structure(%HRW.Cluster.Snapshot{structure: structure}), do: structure
+  defp view_structure(structure), do: structure
+
+  defp view_owners(_key, nil, _count), do: []
+  defp view_owners(key, structure, count), do: HRW.owners(key, structure, count)
+
   @doc false
   # Called by `await_agreement/2` on the other members.
   @spec remote_fingerprint(name()) :: non_neg_integer() | :not_running

@@ -9,9 +9,9 @@ defmodule ShardedStore do
       member set (same fingerprint) and is an owner there. The write is
       acknowledged once both replicas hold it.
     * **Handoff**: each replica subscribes to the cluster's snapshots. On each
-      change it lists the keys it holds whose owners changed (`HRW.moves/3` for the
-      first owner, the second compared alongside) and pushes them to their new
-      owners, retrying until they hold them or stop being owners.
+      change it lists the keys it holds whose two owners changed
+      (`HRW.Cluster.moves/4`, which also takes views without quorum) and pushes
+      them to their new owners, retrying until they hold them or stop being owners.
     * **Reads** (`get/1`) ask the owners in order and fall back along them, then
       along the owners of the previous generation (`HRW.Cluster.stable_owners/3`).
     * **Quorum**: the cluster runs with `quorum: {:majority, expected}`: a side of a

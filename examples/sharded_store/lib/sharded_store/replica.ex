@@ -137,34 +137,19 @@ defmodule ShardedStore.Replica do
     end
   end
 
-  # The keys whose owners changed between the two snapshots, with the new owners
-  # that were not owners before (they may not hold the key). `HRW.moves/3` lists
-  # the keys whose first owner changed; the second owner is compared for the rest.
+  # The keys whose two owners changed between the two snapshots
+  # (`HRW.Cluster.moves/4`), with the new owners that were not owners before (they
+  # may not hold the key).
   defp handoff(data, old, new, pending) do
-    keys = Map.keys(data)
-    owners = fn snapshot, key -> owners(snapshot, key) end
-
-    moved =
-      case {old.structure, new.structure} do
-        {nil, _} -> keys
-        {_, nil} -> []
-        {before, later} -> moved_keys(keys, before, later)
-      end
-
-    Enum.reduce(moved, pending, fn key, pending ->
-      targets = (owners.(new, key) -- owners.(old, key)) -- [node()]
+    data
+    |> Map.keys()
+    |> HRW.Cluster.moves(old, new, 2)
+    |> Enum.reduce(pending, fn {key, before, later}, pending ->
+      targets = (later -- before) -- [node()]
 
       if targets == [],
         do: pending,
         else: Map.update(pending, key, targets, &Enum.uniq(&1 ++ targets))
-    end)
-  end
-
-  defp moved_keys(keys, before, later) do
-    first = MapSet.new(HRW.moves(keys, before, later), fn {key, _from, _to} -> key end)
-
-    Enum.filter(keys, fn key ->
-      MapSet.member?(first, key) or HRW.owners(key, before, 2) != HRW.owners(key, later, 2)
     end)
   end
 
