@@ -28,11 +28,11 @@ defmodule HRW.ClusterMovesTest do
       for key <- @keys do
         before = HRW.owners(key, old, 2)
         later = HRW.owners(key, new, 2)
-        assert (before != later) == List.keymember?(double, key, 0)
+        assert before != later == List.keymember?(double, key, 0)
       end
 
       # Adding a node moves keys only to it.
-      assert Enum.all?(double, fn {_key, _old, owners} -> :"n6@h" in owners end)
+      assert Enum.all?(double, fn {_key, _old, owners} -> :n6@h in owners end)
     end
   end
 
@@ -43,7 +43,10 @@ defmodule HRW.ClusterMovesTest do
 
     lost = HRW.Cluster.moves(@keys, with_quorum, without, 2)
     assert length(lost) == length(@keys)
-    assert Enum.all?(lost, fn {key, old, new} -> old == HRW.owners(key, structure, 2) and new == [] end)
+
+    assert Enum.all?(lost, fn {key, old, new} ->
+             old == HRW.owners(key, structure, 2) and new == []
+           end)
 
     regained = HRW.Cluster.moves(["a", "a"], nil, with_quorum, 2)
     assert regained == [{"a", [], HRW.owners("a", structure, 2)}]

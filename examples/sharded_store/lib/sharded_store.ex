@@ -6,8 +6,9 @@ defmodule ShardedStore do
     * **Writes** (`put/3`) carry a version chosen by the writer (higher wins). The
       node that takes the write sends it to both owners of its snapshot, with the
       snapshot's fingerprint; a replica takes it only when it has processed the same
-      member set (same fingerprint) and is an owner there. The write is
-      acknowledged once both replicas hold it.
+      member set (same fingerprint), its cluster still publishes it, and it is an
+      owner there. The write is acknowledged once both replicas hold it, if the
+      writing node's view has not changed meanwhile.
     * **Handoff**: each replica subscribes to the cluster's snapshots. On each
       change it lists the keys it holds whose two owners changed
       (`HRW.Cluster.moves/4`, which also takes views without quorum) and pushes
@@ -75,9 +76,14 @@ defmodule ShardedStore do
             request = {:write, key, version, value, snapshot.fingerprint}
             replies = Replica.call_all(owners, request, 5_000)
 
-            if Enum.all?(replies, &(&1 == :ok)),
-              do: :ok,
-              else: {:error, {:not_acknowledged, replies}}
+            # Acknowledged only if this node's view did not change meanwhile: a
+            # write that straddles a change (a cut link, a node down) may be kept,
+            # but is not promised.
+            cond do
+              not Enum.all?(replies, &(&1 == :ok)) -> {:error, {:not_acknowledged, replies}}
+              HRW.Cluster.fingerprint(@cluster) != snapshot.fingerprint -> {:error, :view_changed}
+              true -> :ok
+            end
 
           _ ->
             {:error, :too_few_replicas}

@@ -55,7 +55,11 @@ defmodule ShardedStore.Replica do
   def handle_call({:write, key, version, value, fingerprint}, _from, state) do
     snapshot = state.snapshot
 
+    # The snapshot processed (so the handoff of any change after it carries this
+    # write) and the one published now (a nodedown is published before the
+    # replica hears of it) must both be the writer's.
     if state.leaving == nil and snapshot.quorum? and snapshot.fingerprint == fingerprint and
+         HRW.Cluster.fingerprint(ShardedStore.cluster()) == fingerprint and
          node() in HRW.owners(key, snapshot.structure, 2) do
       {:reply, :ok, %{state | data: merge(state.data, key, {version, value})}}
     else
