@@ -23,7 +23,8 @@ defmodule HRW.Cluster do
   is never on the lookup path, so a busy, hung or restarting server slows no lookup.
   The entry's layout is private: read it through the functions here. Every node
   running an `HRW.Cluster` with the same options and the same members computes the
-  same owners (generation numbers, below, are local to each node).
+  same owners (generation numbers, below, are local to each node; the member set's
+  fingerprint, below, is the same on all of them).
 
   ## Names
 
@@ -59,7 +60,8 @@ defmodule HRW.Cluster do
   `:persistent_term.put/2` replacing a value makes the runtime scan every process
   for references to the old one (a global garbage-collection pass, proportional to
   the number of processes), and copies the whole new entry. So membership events
-  are *debounced*: the first event starts a `:debounce` ms timer (default 100), and
+  are *debounced* (except departures, which also take effect at once: see "Leaving
+  at once"): the first event starts a `:debounce` ms timer (default 100), and
   when it fires the server evaluates the membership once (reads the source, applies
   `:allow`, `:deny` and `:weight_fn`) and publishes a new entry only if the result
   differs from the published one (a member joined or left, or a member's weight
@@ -73,6 +75,48 @@ defmodule HRW.Cluster do
   what `HRW.moves(keys, old_structure, new_structure)` lists. A structure is `nil`
   while the cluster has no member (possible with `{:pg, ...}` or filters): then
   `owner/3` returns `nil` and `owners/4` returns `[]`.
+
+  ## Leaving at once
+
+  Joins are debounced; departures are not. With `source: :nodes`, a `:nodedown`
+  (the node stopped, was killed, or its link dropped) removes the node from the
+  published members while the server handles that message: the structure without
+  it is built (in an evaluation process, under `:callback_timeout`) and published
+  before the server takes its next message, so no lookup made after the server has
+  seen the nodedown names the node. The same holds with `{:pg, scope, group}` (when
+  monitored, not polled) when the last process of a node leaves the group. A
+  debounced evaluation still follows, and an evaluation that was running when the
+  node left is dropped (it may have read the node) and run again.
+
+  A flapping link therefore costs two generations per flap, one at once (down) and
+  one after the debounce (up), each with its `:persistent_term` scan; a link that
+  goes down and up within the debounce is still removed and added back. Keys of a
+  flapping node move away and back: `stable_owners/3` with `depth: 2` or more
+  still lists it while it is out. See docs/CLUSTER.md.
+
+  ## Snapshots, fingerprints and agreement
+
+  `snapshot/1` returns an `HRW.Cluster.Snapshot`: generation, members, quorum,
+  structure and the member set's `fingerprint` (`HRW.Cluster.Fingerprint`,
+  defined in docs/HASHING.md §7), all from one read of the entry. Generations are
+  local, fingerprints are not: two nodes with the same fingerprint route every key
+  alike (given the same options). `await_agreement/2` waits, bounded, until every
+  member answers with this node's fingerprint, and names those that do not.
+  `subscribe(name, :snapshots)` sends snapshots, old and new, after each change.
+
+  ## Quorum
+
+  With `quorum: n` (or `quorum: {:majority, expected}`, that is
+  `div(expected, 2) + 1`), a node whose view holds fewer than `n` members owns no
+  key: `owner/3` answers `nil`, `owners/4` and `members/2` `[]`, `structure/2`
+  `nil` (so batches, `HRW.owner_batch(keys, structure)`, must treat it as "no
+  owner", as for an empty cluster), `stable_owners/3` the owners of older
+  generations that had a quorum, and `snapshot/1` the members it does see with
+  `quorum?: false`, `structure: nil` and their fingerprint. Losing or regaining
+  the quorum publishes a generation like any change. In a partition of a cluster of
+  at most `expected` nodes, at most one side reaches a majority of `expected`, so
+  at most one side owns keys; without a
+  quorum every side owns every key. See docs/CLUSTER.md.
 
   ## History
 
@@ -163,6 +207,8 @@ defmodule HRW.Cluster do
     * `:callback_timeout` - the most milliseconds one evaluation (the callbacks and
       the build together) may take, an integer in 1..4294967295 (default 5000).
     * `:overrides` - `%{key => node | [node, ...]}`, see "Overrides" (default none).
+    * `:quorum` - an integer in 1..65536, or `{:majority, expected}` with `expected`
+      in 1..65536: the fewest members that own keys, see "Quorum" (default 1).
 
   Options are validated when the server starts (and by `child_spec/1`); a bad
   option raises `ArgumentError` with a bounded message.
@@ -192,12 +238,26 @@ defmodule HRW.Cluster do
           | {:poll_interval, pos_integer()}
           | {:callback_timeout, pos_integer()}
           | {:overrides, %{optional(term()) => node() | [node()]}}
+          | {:quorum, pos_integer() | {:majority, pos_integer()}}
 
   @typedoc "Options of the lookups: which generation to answer for (default `back: 0`)."
   @type lookup_option :: {:back, non_neg_integer()}
 
-  @typedoc "The message a subscriber receives after each change."
-  @type change :: {:hrw_cluster_changed, name(), structure(), structure()}
+  @typedoc """
+  The message a subscriber receives after each change: structures with
+  `subscribe/1`, snapshots (generation and fingerprint included) with
+  `subscribe(name, :snapshots)`.
+  """
+  @type change ::
+          {:hrw_cluster_changed, name(), structure(), structure()}
+          | {:hrw_cluster_snapshot, name(), HRW.Cluster.Snapshot.t(), HRW.Cluster.Snapshot.t()}
+
+  @typedoc "What `await_agreement/2` found when the members did not all agree in time."
+  @type disagreement :: %{
+          fingerprint: non_neg_integer(),
+          disagree: %{optional(node()) => non_neg_integer()},
+          no_answer: %{optional(node()) => term()}
+        }
 
   # -- starting --------------------------------------------------------------------
 
@@ -367,6 +427,168 @@ defmodule HRW.Cluster do
   end
 
   @doc """
+  The current generation, its members, fingerprint, quorum and structure, from one
+  read of the entry: a consistent sample, where `generation/1`, `members/2` and
+  `structure/2` called one after the other may straddle a change. See
+  `HRW.Cluster.Snapshot`. Raises `ArgumentError` when no cluster called `name` has
+  published an entry.
+
+  ## Examples
+
+      iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_snapshot)
+      iex> snapshot = HRW.Cluster.snapshot(:doc_snapshot)
+      iex> {snapshot.generation, snapshot.members, snapshot.quorum?}
+      {1, [node()], true}
+      iex> snapshot.fingerprint == HRW.Cluster.Fingerprint.of([node()])
+      true
+      iex> HRW.owner("user:42", snapshot.structure) == HRW.Cluster.owner(:doc_snapshot, "user:42")
+      true
+      iex> GenServer.stop(pid)
+      :ok
+  """
+  @spec snapshot(name()) :: HRW.Cluster.Snapshot.t()
+  def snapshot(name), do: Server.snapshot!(name)
+
+  @doc """
+  The fingerprint of the current members (`HRW.Cluster.Fingerprint`): the same on
+  every node whose view holds the same members (and weights). Raises
+  `ArgumentError` when no cluster called `name` has published an entry.
+
+  ## Examples
+
+      iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_fingerprint)
+      iex> HRW.Cluster.fingerprint(:doc_fingerprint) == HRW.Cluster.Fingerprint.of([node()])
+      true
+      iex> GenServer.stop(pid)
+      :ok
+  """
+  @spec fingerprint(name()) :: non_neg_integer()
+  def fingerprint(name), do: Server.snapshot!(name).fingerprint
+
+  @doc """
+  Waits at most `timeout` ms until every member of this node's view runs the
+  cluster `name` with the same fingerprint as this node. Asks the members with
+  `:erpc.multicall/5` (each round bounded by the time left), again every 20 ms
+  while some disagree, and reads this node's view again each round (it may change
+  meanwhile).
+
+  Returns `{:ok, fingerprint}`, or `{:error, disagreement}` when the time is up:
+  the local `:fingerprint`, the members whose fingerprint differs (`:disagree`,
+  node => theirs) and those that did not answer (`:no_answer`, node => the
+  `:erpc` error, or `:not_running` when no cluster of that name runs there), as
+  of the last round. Raises `ArgumentError` when no cluster called `name` has
+  published an entry here, or for a bad timeout.
+
+  ## Examples
+
+      iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_agreement)
+      iex> {:ok, fingerprint} = HRW.Cluster.await_agreement(:doc_agreement, 1_000)
+      iex> fingerprint == HRW.Cluster.fingerprint(:doc_agreement)
+      true
+      iex> GenServer.stop(pid)
+      :ok
+  """
+  @spec await_agreement(name(), non_neg_integer()) ::
+          {:ok, non_neg_integer()} | {:error, disagreement()}
+  def await_agreement(name, timeout) do
+    timeout =
+      HRW.Options.integer!(timeout, "HRW.Cluster.await_agreement/2", :timeout, 0, 4_294_967_295)
+
+    _ = snapshot(name)
+    agreement(name, System.monotonic_time(:millisecond) + timeout)
+  end
+
+  defp agreement(name, deadline) do
+    %{fingerprint: local, members: members} = snapshot(name)
+    others = List.delete(members, node())
+    left = max(deadline - System.monotonic_time(:millisecond), 0)
+
+    answers =
+      if others == [],
+        do: [],
+        else:
+          Enum.zip(
+            others,
+            :erpc.multicall(others, __MODULE__, :remote_fingerprint, [name], max(left, 1))
+          )
+
+    {disagree, no_answer} =
+      Enum.reduce(answers, {%{}, %{}}, fn
+        {_node, {:ok, ^local}}, acc -> acc
+        {node, {:ok, :not_running}}, {d, n} -> {d, Map.put(n, node, :not_running)}
+        {node, {:ok, other}}, {d, n} -> {Map.put(d, node, other), n}
+        {node, error}, {d, n} -> {d, Map.put(n, node, error)}
+      end)
+
+    cond do
+      disagree == %{} and no_answer == %{} and snapshot(name).fingerprint == local ->
+        {:ok, local}
+
+      System.monotonic_time(:millisecond) >= deadline ->
+        {:error, %{fingerprint: local, disagree: disagree, no_answer: no_answer}}
+
+      true ->
+        Process.sleep(min(20, max(deadline - System.monotonic_time(:millisecond), 0)))
+        agreement(name, deadline)
+    end
+  end
+
+  @doc """
+  What a store holding `keys` must move between two views: `{key, old_owners,
+  new_owners}` for each key whose `count` best owners differ (as lists: a new
+  first owner counts, so `count: 1` lists the keys of `HRW.moves/3`). `old` and
+  `new` are snapshots (`snapshot/1`, or those of a `:snapshots` message),
+  structures, or `nil`: a view without a member or without quorum owns nothing, so
+  its owners are `[]` and every key moves to (or from) it. Keys are taken in the
+  given order, each once. Raises `ArgumentError` for a bad count or structure.
+
+  ## Examples
+
+      iex> old = HRW.Ring.new([:"a@h", :"b@h"])
+      iex> new = HRW.Ring.new([:"a@h", :"b@h", :"c@h"])
+      iex> moves = HRW.Cluster.moves(["k1", "k2", "k3", "k4"], old, new, 2)
+      iex> Enum.all?(moves, fn {_key, _old, new_owners} -> :"c@h" in new_owners end)
+      true
+      iex> HRW.Cluster.moves(["k1"], nil, new, 2) == [{"k1", [], HRW.owners("k1", new, 2)}]
+      true
+  """
+  @spec moves(
+          [term()],
+          HRW.Cluster.Snapshot.t() | structure(),
+          HRW.Cluster.Snapshot.t() | structure(),
+          non_neg_integer()
+        ) ::
+          [{term(), [node()], [node()]}]
+  def moves(keys, old, new, count \\ 1) when is_list(keys) do
+    count = HRW.Options.count!(count)
+    old = view_structure(old)
+    new = view_structure(new)
+
+    keys
+    |> Enum.uniq()
+    |> Enum.flat_map(fn key ->
+      before = view_owners(key, old, count)
+      later = view_owners(key, new, count)
+      if before == later, do: [], else: [{key, before, later}]
+    end)
+  end
+
+  defp view_structure(%HRW.Cluster.Snapshot{structure: structure}), do: structure
+  defp view_structure(structure), do: structure
+
+  defp view_owners(_key, nil, _count), do: []
+  defp view_owners(key, structure, count), do: HRW.owners(key, structure, count)
+
+  @doc false
+  # Called by `await_agreement/2` on the other members.
+  @spec remote_fingerprint(name()) :: non_neg_integer() | :not_running
+  def remote_fingerprint(name) do
+    fingerprint(name)
+  rescue
+    ArgumentError -> :not_running
+  end
+
+  @doc """
   The members, sorted (bare nodes, also when weighted); with `back: b`, those of
   the generation published `b` changes ago. Raises `ArgumentError` when no cluster
   called `name` has published an entry, or for a bad option.
@@ -476,6 +698,34 @@ defmodule HRW.Cluster do
   """
   @spec subscribe(name()) :: :ok
   def subscribe(name), do: GenServer.call(Server.pid!(name), {:subscribe, self()})
+
+  @doc """
+  Subscribes the calling process to changes in the given format: `:structures`
+  is `subscribe/1`; with `:snapshots` it receives, after each published change,
+  `{:hrw_cluster_snapshot, name, old, new}` where `old` and `new` are
+  `HRW.Cluster.Snapshot`s (generation, fingerprint, members, quorum and structure
+  before and after; before the first generation `old` is generation 0 with no
+  member). Subscribing again changes the format. Raises `ArgumentError` when no
+  server called `name` is running, or for another format.
+
+  ## Examples
+
+      iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_subscribe_snapshots)
+      iex> HRW.Cluster.subscribe(:doc_subscribe_snapshots, :snapshots)
+      :ok
+      iex> HRW.Cluster.put_overrides(:doc_subscribe_snapshots, %{"hot" => :"pinned@host"})
+      iex> receive do
+      ...>   {:hrw_cluster_snapshot, :doc_subscribe_snapshots, old, new} -> {old.generation, new.generation}
+      ...> end
+      {1, 2}
+      iex> GenServer.stop(pid)
+      :ok
+  """
+  @spec subscribe(name(), :structures | :snapshots) :: :ok
+  def subscribe(name, format) do
+    format = HRW.Options.one_of!(format, "HRW.Cluster.subscribe/2", [:structures, :snapshots])
+    GenServer.call(Server.pid!(name), {:subscribe, self(), format})
+  end
 
   @doc """
   Undoes `subscribe/1` for the calling process (`:ok` also when not subscribed).

@@ -10,6 +10,7 @@ defmodule HRW.Cluster.Options do
   @default_callback_timeout 5_000
   @max_ms 4_294_967_295
   @max_depth 64
+  @max_quorum 65_536
   @prefix "HRW.Cluster:"
   # The VM's limit on an atom's length (in code points), less the prefix's.
   @max_name 255 - length(String.to_charlist(@prefix))
@@ -26,7 +27,8 @@ defmodule HRW.Cluster.Options do
     :cluster_size,
     :poll_interval,
     :callback_timeout,
-    :overrides
+    :overrides,
+    :quorum
   ]
 
   @doc """
@@ -54,6 +56,7 @@ defmodule HRW.Cluster.Options do
       allow: filter!(opts, :allow),
       deny: filter!(opts, :deny),
       weight_fn: weight_fn!(Keyword.get(opts, :weight_fn)),
+      quorum: quorum!(Keyword.get(opts, :quorum, 1)),
       overrides_option: HRW.Overrides.new!(Keyword.get(opts, :overrides), "HRW.Cluster", true)
     }
   end
@@ -137,6 +140,18 @@ defmodule HRW.Cluster.Options do
   defp bad_filter(key, value) do
     "HRW.Cluster #{inspect(key)} must be a function of arity 1 or a list of regexes, " <>
       "got: #{HRW.brief(value)}"
+  end
+
+  # The fewest members that own keys: `n`, or a majority of `expected`.
+  defp quorum!({:majority, expected}) when is_integer(expected) and expected in 1..@max_quorum,
+    do: div(expected, 2) + 1
+
+  defp quorum!(n) when is_integer(n) and n in 1..@max_quorum, do: n
+
+  defp quorum!(other) do
+    raise ArgumentError,
+          "HRW.Cluster :quorum must be an integer in 1..#{@max_quorum} or " <>
+            "{:majority, expected} with expected in 1..#{@max_quorum}, got: #{HRW.brief(other)}"
   end
 
   defp weight_fn!(fun), do: HRW.Options.function!(fun, "HRW.Cluster :weight_fn")

@@ -16,12 +16,16 @@ defmodule HRW.Cluster.Server do
   @first_retry 1_000
   @max_retry 30_000
   @members "the evaluation of the members"
+  @without "the build without the members that left"
 
-  # The published entry: {@tag, generation, history, {spec, overrides_option}}.
-  # `history` is a tuple of `depth` structures, newest first (nil for an empty
-  # generation); `spec` = {structure, build_opts, overrides, entries} is what the
-  # current structure was built from, so a new server can tell whether it differs;
-  # `overrides_option` is the :overrides option of the server that published it.
+  # The published entry: {@tag, generation, history, {spec, overrides_option},
+  # snapshot}. `history` is a tuple of `depth` structures, newest first (nil for an
+  # empty generation or one without quorum); `spec` = {structure, build_opts,
+  # overrides, entries} is what the current structure was built from, so a new
+  # server can tell whether it differs; `overrides_option` is the :overrides option
+  # of the server that published it; `snapshot` is the current generation's
+  # `HRW.Cluster.Snapshot` without its structure (which is `elem(history, 0)`, not
+  # stored twice).
   @tag :"$hrw_cluster"
   @missing :"$hrw_cluster_missing"
 
@@ -35,7 +39,19 @@ defmodule HRW.Cluster.Server do
   @spec entry!(atom()) :: {pos_integer(), tuple()}
   def entry!(name) do
     case :persistent_term.get(key(name), @missing) do
-      {@tag, generation, history, {_spec, _option}} -> {generation, history}
+      {@tag, generation, history, _meta, _snapshot} -> {generation, history}
+      _ -> raise ArgumentError, not_running(name)
+    end
+  end
+
+  @doc """
+  The current `HRW.Cluster.Snapshot` of the cluster `name`, from one read of its
+  entry, or `ArgumentError` when none is published.
+  """
+  @spec snapshot!(atom()) :: HRW.Cluster.Snapshot.t()
+  def snapshot!(name) do
+    case :persistent_term.get(key(name), @missing) do
+      {@tag, _generation, history, _meta, snapshot} -> %{snapshot | structure: elem(history, 0)}
       _ -> raise ArgumentError, not_running(name)
     end
   end
@@ -70,7 +86,8 @@ defmodule HRW.Cluster.Server do
         eval: nil,
         dirty: false,
         failures: 0,
-        subscribers: %{}
+        subscribers: %{},
+        snapshot: nil
       })
 
     {state, previous?} = take_over(state)
@@ -96,17 +113,18 @@ defmodule HRW.Cluster.Server do
   # generations, resized to this server's depth.
   defp take_over(state) do
     case :persistent_term.get(key(state.name), @missing) do
-      {@tag, generation, history, {spec, option} = meta} ->
+      {@tag, generation, history, {spec, option} = meta, snapshot} ->
         resized = resize(history, state.depth)
 
         if resized != history,
-          do: :persistent_term.put(key(state.name), {@tag, generation, resized, meta})
+          do: :persistent_term.put(key(state.name), {@tag, generation, resized, meta, snapshot})
 
         # Overrides put since the previous server started stay, unless this server
         # was started with another :overrides option.
         {_structure, _build_opts, overrides, _entries} = spec
         overrides = if option == state.overrides_option, do: overrides, else: state.overrides
         state = %{state | generation: generation, history: resized, spec: spec}
+        state = %{state | snapshot: snapshot}
         {%{state | overrides: overrides}, true}
 
       _ ->
@@ -145,17 +163,22 @@ defmodule HRW.Cluster.Server do
   end
 
   @impl GenServer
-  def handle_call({:subscribe, pid}, _from, state) do
-    if Enum.any?(state.subscribers, fn {_ref, p} -> p == pid end) do
-      {:reply, :ok, state}
-    else
-      ref = Process.monitor(pid)
-      {:reply, :ok, put_in(state.subscribers[ref], pid)}
+  def handle_call({:subscribe, pid}, from, state),
+    do: handle_call({:subscribe, pid, :structures}, from, state)
+
+  def handle_call({:subscribe, pid, format}, _from, state) do
+    case Enum.find(state.subscribers, fn {_ref, {p, _format}} -> p == pid end) do
+      {ref, _} ->
+        {:reply, :ok, put_in(state.subscribers[ref], {pid, format})}
+
+      nil ->
+        ref = Process.monitor(pid)
+        {:reply, :ok, put_in(state.subscribers[ref], {pid, format})}
     end
   end
 
   def handle_call({:unsubscribe, pid}, _from, state) do
-    {gone, kept} = Enum.split_with(state.subscribers, fn {_ref, p} -> p == pid end)
+    {gone, kept} = Enum.split_with(state.subscribers, fn {_ref, {p, _}} -> p == pid end)
     Enum.each(gone, fn {ref, _} -> Process.demonitor(ref, [:flush]) end)
     {:reply, :ok, %{state | subscribers: Map.new(kept)}}
   end
@@ -196,12 +219,24 @@ defmodule HRW.Cluster.Server do
   end
 
   @impl GenServer
-  def handle_info({event, _node, _info}, state) when event in [:nodeup, :nodedown],
+  # A node that goes down leaves the published structure now, before this message
+  # returns (see remove_now/2); joins wait for the debounce.
+  def handle_info({:nodedown, node, _info}, state),
+    do: {:noreply, state |> remove_now([node]) |> schedule()}
+
+  def handle_info({:nodeup, _node, _info}, state), do: {:noreply, schedule(state)}
+
+  def handle_info({ref, :join, _group, _pids}, %{pg_ref: ref} = state),
     do: {:noreply, schedule(state)}
 
-  def handle_info({ref, event, _group, _pids}, %{pg_ref: ref} = state)
-      when event in [:join, :leave],
-      do: {:noreply, schedule(state)}
+  # The nodes of the leaving processes that have no other process in the group
+  # leave now, like a nodedown.
+  def handle_info({ref, :leave, group, pids}, %{pg_ref: ref} = state) do
+    {:pg, scope, ^group} = state.source
+    remaining = scope |> :pg.get_members(group) |> Enum.map(&node/1)
+    gone = pids |> Enum.map(&node/1) |> Enum.uniq() |> Enum.reject(&(&1 in remaining))
+    {:noreply, state |> remove_now(gone) |> schedule()}
+  end
 
   def handle_info(:poll, state) do
     Process.send_after(self(), :poll, state.poll_interval)
@@ -272,7 +307,8 @@ defmodule HRW.Cluster.Server do
            members: length(members_of(state.spec)),
            evaluating: state.eval != nil,
            failures: state.failures,
-           subscribers: map_size(state.subscribers)
+           subscribers: map_size(state.subscribers),
+           fingerprint: state.snapshot && state.snapshot.fingerprint
          }}
       ]
     ]
@@ -326,16 +362,37 @@ defmodule HRW.Cluster.Server do
     %{state | failures: failures, timer: timer, dirty: false}
   end
 
-  # Still no member (only the overrides or options changed): the new spec is kept,
-  # with no new generation and no message.
-  defp publish(%{generation: generation} = state, spec, nil)
-       when generation > 0 and elem(state.history, 0) == nil do
+  # Publishes what `spec` built (`structure`): lookups answer from it when its
+  # members reach the quorum, else from `nil`.
+  defp publish(state, spec, structure) do
+    entries = members_of(spec)
+    quorum? = length(entries) >= state.quorum
+    structure = if quorum?, do: structure, else: nil
+
+    snapshot = %HRW.Cluster.Snapshot{
+      name: state.name,
+      generation: state.generation + 1,
+      fingerprint: HRW.Cluster.Fingerprint.of(entries, weighted: state.weight_fn != nil),
+      members: Enum.map(entries, &node_of/1),
+      quorum?: quorum?,
+      structure: nil
+    }
+
+    publish(state, spec, structure, snapshot)
+  end
+
+  # Still no structure, and the same members (only the overrides or options
+  # changed): the new spec is kept, with no new generation and no message.
+  defp publish(%{generation: generation, snapshot: %{} = old} = state, spec, nil, snapshot)
+       when generation > 0 and elem(state.history, 0) == nil and
+              old.fingerprint == snapshot.fingerprint and old.members == snapshot.members and
+              old.quorum? == snapshot.quorum? do
     meta = {spec, state.overrides_option}
-    :persistent_term.put(key(state.name), {@tag, generation, state.history, meta})
+    :persistent_term.put(key(state.name), {@tag, generation, state.history, meta, old})
     %{state | spec: spec}
   end
 
-  defp publish(state, spec, structure) do
+  defp publish(state, spec, structure, snapshot) do
     old = elem(state.history, 0)
     depth = tuple_size(state.history)
     history = state.history |> Tuple.insert_at(0, structure) |> Tuple.delete_at(depth)
@@ -343,12 +400,86 @@ defmodule HRW.Cluster.Server do
 
     :persistent_term.put(
       key(state.name),
-      {@tag, generation, history, {spec, state.overrides_option}}
+      {@tag, generation, history, {spec, state.overrides_option}, snapshot}
     )
 
-    message = {:hrw_cluster_changed, state.name, old, structure}
-    Enum.each(state.subscribers, fn {_ref, pid} -> send(pid, message) end)
-    %{state | generation: generation, history: history, spec: spec}
+    notify(state, old, structure, snapshot)
+    %{state | generation: generation, history: history, spec: spec, snapshot: snapshot}
+  end
+
+  defp notify(%{subscribers: subscribers}, _old, _new, _snapshot) when subscribers == %{},
+    do: :ok
+
+  defp notify(state, old, new, snapshot) do
+    structures = {:hrw_cluster_changed, state.name, old, new}
+
+    old_snapshot =
+      case state.snapshot do
+        nil -> empty_snapshot(state.name)
+        previous -> %{previous | structure: old}
+      end
+
+    snapshots = {:hrw_cluster_snapshot, state.name, old_snapshot, %{snapshot | structure: new}}
+
+    Enum.each(state.subscribers, fn
+      {_ref, {pid, :structures}} -> send(pid, structures)
+      {_ref, {pid, :snapshots}} -> send(pid, snapshots)
+    end)
+  end
+
+  defp empty_snapshot(name) do
+    %HRW.Cluster.Snapshot{
+      name: name,
+      generation: 0,
+      fingerprint: HRW.Cluster.Fingerprint.of([]),
+      members: [],
+      quorum?: false,
+      structure: nil
+    }
+  end
+
+  defp node_of({node, _weight}), do: node
+  defp node_of(node), do: node
+
+  # Removes `nodes` from the published members at once (a nodedown, or the last
+  # process of a node leaving the :pg group): built and published before the
+  # server handles its next message, so no lookup made after that names them. A
+  # running evaluation may have read the source before the event: it is dropped
+  # and a new one runs after the debounce.
+  defp remove_now(state, []), do: state
+  defp remove_now(%{spec: nil} = state, _nodes), do: state
+
+  defp remove_now(state, nodes) do
+    {structure, build_opts, overrides, entries} = state.spec
+    kept = Enum.reject(entries, &(node_of(&1) in nodes))
+
+    if kept == entries do
+      state
+    else
+      state = drop_evaluation(state)
+      spec = {structure, build_opts, overrides, kept}
+      eval = Evaluation.start({:build, spec})
+
+      # Nothing on this path renders a term before the publish: the first `inspect`
+      # in a VM that loads code on demand may load modules for hundreds of ms.
+      case Evaluation.await(eval, state.callback_timeout, @without) do
+        {:ok, built} ->
+          publish(state, spec, built)
+
+        {:error, message} ->
+          Logger.warning("HRW.Cluster #{HRW.brief(state.name)}: #{message} (#{HRW.brief(nodes)})")
+          state
+      end
+    end
+  end
+
+  defp drop_evaluation(%{eval: nil} = state), do: state
+
+  defp drop_evaluation(%{eval: eval} = state) do
+    Process.exit(eval.pid, :kill)
+    Process.demonitor(eval.mref, [:flush])
+    _ = Process.cancel_timer(eval.timer)
+    %{state | eval: nil, dirty: false}
   end
 
   # Everything user-supplied runs in an evaluation process (`HRW.Cluster.Evaluation`).

@@ -1,0 +1,216 @@
+defmodule ShardedStore.Replica do
+  @moduledoc """
+  One node's replica: the entries it holds (`key => {version, value}`), the last
+  cluster snapshot it has processed, and the pushes of its handoff still to do.
+  """
+
+  use GenServer
+
+  @retry 200
+  @resend 5_000
+
+  def start, do: GenServer.start(__MODULE__, [], name: __MODULE__)
+
+  @doc "Calls the replica on `node`; any failure is `{:error, reason}`."
+  def call(node, request, timeout) do
+    GenServer.call({__MODULE__, node}, request, timeout)
+  catch
+    :exit, reason -> {:error, {:exit, reason}}
+  end
+
+  @doc "Calls the replicas on `nodes` at once; their replies (or errors) in order."
+  def call_all(nodes, request, timeout) do
+    requests = Enum.map(nodes, &:gen_server.send_request({__MODULE__, &1}, request))
+
+    Enum.map(requests, fn id ->
+      case :gen_server.receive_response(id, timeout) do
+        {:reply, reply} -> reply
+        :timeout -> {:error, :timeout}
+        {:error, reason} -> {:error, reason}
+      end
+    end)
+  end
+
+  @impl true
+  def init([]) do
+    {scope, group} = ShardedStore.group()
+    cluster = ShardedStore.cluster()
+    :ok = HRW.Cluster.subscribe(cluster, :snapshots)
+    :ok = :pg.join(scope, group, self())
+    Process.send_after(self(), :retry, @retry)
+
+    {:ok,
+     %{
+       data: %{},
+       snapshot: HRW.Cluster.snapshot(cluster),
+       # key => [target node]: pushes still to make.
+       pending: %{},
+       # target => {ref, keys, sent at}: pushes sent, not yet acknowledged.
+       inflight: %{},
+       leaving: nil
+     }}
+  end
+
+  @impl true
+  def handle_call({:write, key, version, value, fingerprint}, _from, state) do
+    snapshot = state.snapshot
+
+    # The snapshot processed (so the handoff of any change after it carries this
+    # write) and the one published now (a nodedown is published before the
+    # replica hears of it) must both be the writer's.
+    if state.leaving == nil and snapshot.quorum? and snapshot.fingerprint == fingerprint and
+         HRW.Cluster.fingerprint(ShardedStore.cluster()) == fingerprint and
+         node() in HRW.owners(key, snapshot.structure, 2) do
+      {:reply, :ok, %{state | data: merge(state.data, key, {version, value})}}
+    else
+      {:reply, {:error, :wrong_view}, state}
+    end
+  end
+
+  def handle_call({:read, key}, _from, state) do
+    case state.data do
+      %{^key => entry} -> {:reply, {:ok, entry}, state}
+      _ -> {:reply, :not_found, state}
+    end
+  end
+
+  def handle_call(:status, _from, state) do
+    {:reply, {state.snapshot.fingerprint, map_size(state.pending), map_size(state.data)}, state}
+  end
+
+  def handle_call({:leave, timeout}, from, state) do
+    {scope, group} = ShardedStore.group()
+    :ok = :pg.leave(scope, group, self())
+    deadline = System.monotonic_time(:millisecond) + timeout
+    {:noreply, %{state | leaving: {from, deadline}}}
+  end
+
+  @impl true
+  def handle_cast({:handoff, from, ref, entries}, state) do
+    data = Enum.reduce(entries, state.data, fn {key, entry}, data -> merge(data, key, entry) end)
+    send(from, {:handoff_ack, ref, node()})
+    {:noreply, %{state | data: data}}
+  end
+
+  @impl true
+  def handle_info({:hrw_cluster_snapshot, _name, _old, new}, state) do
+    # Handoff from the snapshot this replica last processed (the one its writes
+    # were taken under) to the new one.
+    old = state.snapshot
+    # Pushes in flight were addressed under the old view (some perhaps across a
+    # link that was down): the pending keys are sent again under the new one.
+    state = %{state | snapshot: new, inflight: %{}}
+    pending = handoff(state.data, old, new, state.pending)
+    {:noreply, push(%{state | pending: pending})}
+  end
+
+  def handle_info({:handoff_ack, ref, target}, state) do
+    case state.inflight do
+      %{^target => {^ref, keys, _at}} ->
+        pending =
+          Enum.reduce(keys, state.pending, fn key, pending ->
+            case pending do
+              %{^key => targets} ->
+                left = List.delete(targets, target)
+                if left == [], do: Map.delete(pending, key), else: Map.put(pending, key, left)
+
+              _ ->
+                pending
+            end
+          end)
+
+        {:noreply,
+         finish_leave(%{state | pending: pending, inflight: Map.delete(state.inflight, target)})}
+
+      _ ->
+        {:noreply, state}
+    end
+  end
+
+  def handle_info(:retry, state) do
+    Process.send_after(self(), :retry, @retry)
+    {:noreply, push(state)}
+  end
+
+  def handle_info(_other, state), do: {:noreply, state}
+
+  defp merge(data, key, {version, _} = entry) do
+    case data do
+      %{^key => {old, _}} when old >= version -> data
+      _ -> Map.put(data, key, entry)
+    end
+  end
+
+  # The keys whose two owners changed between the two snapshots
+  # (`HRW.Cluster.moves/4`), with the new owners that were not owners before (they
+  # may not hold the key).
+  defp handoff(data, old, new, pending) do
+    data
+    |> Map.keys()
+    |> HRW.Cluster.moves(old, new, 2)
+    |> Enum.reduce(pending, fn {key, before, later}, pending ->
+      targets = (later -- before) -- [node()]
+
+      if targets == [],
+        do: pending,
+        else: Map.update(pending, key, targets, &Enum.uniq(&1 ++ targets))
+    end)
+  end
+
+  defp owners(%{structure: nil}, _key), do: []
+  defp owners(%{structure: structure}, key), do: HRW.owners(key, structure, 2)
+
+  # Pushes the pending keys, one message per target, without waiting (two replicas
+  # may push to each other); a target's keys stay pending until it acknowledges
+  # them, are sent again when it has not within @resend ms, and are dropped once it
+  # is no longer their owner.
+  defp push(state) do
+    pending =
+      for {key, targets} <- state.pending,
+          left = Enum.filter(targets, &(&1 in owners(state.snapshot, key))),
+          left != [],
+          into: %{},
+          do: {key, left}
+
+    now = System.monotonic_time(:millisecond)
+
+    inflight =
+      state.inflight
+      |> Enum.reject(fn {_target, {_ref, _keys, at}} -> now - at > @resend end)
+      |> Map.new()
+
+    by_target =
+      for {key, targets} <- pending,
+          target <- targets,
+          not Map.has_key?(inflight, target),
+          reduce: %{} do
+        acc -> Map.update(acc, target, [key], &[key | &1])
+      end
+
+    inflight =
+      Enum.reduce(by_target, inflight, fn {target, keys}, inflight ->
+        ref = make_ref()
+        GenServer.cast({__MODULE__, target}, {:handoff, self(), ref, Map.take(state.data, keys)})
+        Map.put(inflight, target, {ref, keys, now})
+      end)
+
+    finish_leave(%{state | pending: pending, inflight: inflight})
+  end
+
+  defp finish_leave(%{leaving: leaving} = state) when leaving in [nil, :left], do: state
+
+  defp finish_leave(%{leaving: {from, deadline}} = state) do
+    cond do
+      state.pending == %{} and node() not in state.snapshot.members ->
+        GenServer.reply(from, :ok)
+        %{state | leaving: :left}
+
+      System.monotonic_time(:millisecond) > deadline ->
+        GenServer.reply(from, {:error, :timeout})
+        %{state | leaving: :left}
+
+      true ->
+        state
+    end
+  end
+end
