@@ -12,7 +12,11 @@ fn the_scan_backends_are_those_this_cpu_has() {
     println!(
         "{} ({}-endian): scan backends {:?}",
         std::env::consts::ARCH,
-        if cfg!(target_endian = "little") { "little" } else { "big" },
+        if cfg!(target_endian = "little") {
+            "little"
+        } else {
+            "big"
+        },
         available
     );
     assert_eq!(available.first(), Some(&Backend::Portable));
