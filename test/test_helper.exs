@@ -132,6 +132,23 @@ defmodule HRW.TestPeers do
   end
 end
 
+defmodule HRW.TestTimeouts do
+  @moduledoc false
+
+  @doc """
+  A test timeout of `ms` at native speed, times `HRW_TEST_TIMEOUT_SCALE` (default
+  1): scripts/test-matrix sets it on its emulated legs (qemu-user), which run the
+  suite many times slower. For `@tag`/`@moduletag timeout:`, which override `mix
+  test --timeout`.
+  """
+  def ms(ms) do
+    case Integer.parse(System.get_env("HRW_TEST_TIMEOUT_SCALE", "1")) do
+      {scale, ""} when scale >= 1 -> ms * scale
+      _ -> raise ArgumentError, "HRW_TEST_TIMEOUT_SCALE must be a positive integer"
+    end
+  end
+end
+
 # Elixir 1.15+ keeps only the project's applications on the code path: the
 # precompiled-NIF tests use OTP's :inets (httpd, and its records at compile time).
 if function_exported?(Mix, :ensure_application!, 1) do

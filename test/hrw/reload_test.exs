@@ -104,7 +104,7 @@ defmodule HRW.ReloadTest do
   alias HRW.ReloadDriver
 
   @loopers 4
-  @moduletag timeout: 180_000
+  @moduletag timeout: HRW.TestTimeouts.ms(180_000)
 
   setup_all do
     HRW.TestPeers.distributed!()
