@@ -27,7 +27,7 @@ defmodule HRW.ReliabilityTest do
   # test checks the same thing on a fast machine and on a loaded one.
   @swaps if @long, do: 1_000, else: 30
 
-  @moduletag timeout: HRW.TestTimeouts.ms(if(@long, do: 1_800_000, else: 120_000))
+  @moduletag timeout: HRW.TestTimeouts.ms(if(@long, do: 1_800_000, else: 600_000))
 
   # -- (a) hostile and random terms through every public function ------------------
 
