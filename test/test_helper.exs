@@ -83,6 +83,9 @@ defmodule HRW.TestPeers do
         name: :"#{prefix}_#{tag}_#{System.pid()}_#{System.unique_integer([:positive])}",
         host: ~c"127.0.0.1",
         longnames: true,
+        # A peer VM boots in well under :peer's default 15 s natively, not always
+        # under emulation on a loaded machine.
+        wait_boot: HRW.TestTimeouts.ms(15_000),
         args: [
           ~c"-kernel",
           ~c"logger_level",
