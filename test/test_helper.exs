@@ -4,6 +4,12 @@ if function_exported?(Mix, :ensure_application!, 1) do
   Enum.each([:crypto, :public_key, :ssl, :inets], &apply(Mix, :ensure_application!, [&1]))
 end
 
+# MIX_ENV=prod, in which the arm64 leg of scripts/test-matrix runs the suite on a
+# precompiled library, compiles lib/ only: the helpers are loaded here then.
+unless Code.ensure_loaded?(HRW.TestPeers) do
+  for file <- Path.wildcard(Path.join(__DIR__, "support/*.ex")), do: Code.require_file(file)
+end
+
 # Tests that need a folder owned by another user can only make one as root.
 {uid, 0} = System.cmd("id", ["-u"])
 

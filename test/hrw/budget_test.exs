@@ -271,7 +271,7 @@ defmodule HRW.BudgetTest do
     assert length(HRW.owners("k", s, 6666)) == 6666
   end
 
-  @tag timeout: 300_000
+  @tag timeout: HRW.TestTimeouts.ms(300_000)
   test "batches charge keys, lookups and results, never the size of the target" do
     big = HRW.build(names(1_000_000))
     skeletons = [HRW.build(names(10)), HRW.build(names(10_000)), big]

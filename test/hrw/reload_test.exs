@@ -104,7 +104,7 @@ defmodule HRW.ReloadTest do
   alias HRW.ReloadDriver
 
   @loopers 4
-  @moduletag timeout: 180_000
+  @moduletag timeout: HRW.TestTimeouts.ms(600_000)
 
   setup_all do
     HRW.TestPeers.distributed!()
@@ -146,12 +146,12 @@ defmodule HRW.ReloadTest do
     refs = Map.new(loopers, &{Process.monitor(&1), &1})
     # The operations start once every looper is running rounds, however slow the
     # machine.
-    for pid <- loopers, do: assert_receive({:first_round, ^pid}, 60_000)
+    for pid <- loopers, do: assert_receive({:first_round, ^pid}, HRW.TestTimeouts.ms(60_000))
     for op <- ops, do: run(node, op)
 
     # A process started after the operations answers like the ones before, on the
     # structures built before them and on new ones.
-    assert :erpc.call(node, ReloadDriver, :fresh_rounds, [fixtures], 60_000) ==
+    assert :erpc.call(node, ReloadDriver, :fresh_rounds, [fixtures], HRW.TestTimeouts.ms(60_000)) ==
              {expected, expected}
 
     # Every looper that is still alive ran more rounds, all of them right.
@@ -189,5 +189,6 @@ defmodule HRW.ReloadTest do
     HRW.TestPeers.eventually(fn -> remote(node, :soft_purge) end, "soft_purge")
   end
 
-  defp remote(node, fun), do: :erpc.call(node, :code, fun, [HRW.Native], 60_000)
+  defp remote(node, fun),
+    do: :erpc.call(node, :code, fun, [HRW.Native], HRW.TestTimeouts.ms(120_000))
 end

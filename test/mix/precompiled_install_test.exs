@@ -12,7 +12,7 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
   alias Mix.Tasks.Hrw.Native.Checksum
   alias Mix.Tasks.Hrw.Native.Package
 
-  @moduletag timeout: 600_000
+  @moduletag timeout: HRW.TestTimeouts.ms(600_000)
   @repo Path.expand("../..", __DIR__)
 
   # An httpd module that appends each request's path to a log, then lets mod_get

@@ -127,7 +127,7 @@ defmodule Mix.HrwNative.SettingsTest do
 
   # The real cargo, in the real crate: this machine has no standard library for
   # the target (rustup cannot add one here), so cargo fails early.
-  @tag timeout: 600_000
+  @tag timeout: HRW.TestTimeouts.ms(600_000)
   test "the real cargo, asked for a target it lacks, fails and installs nothing" do
     c = new_case(tmp_dir!())
     native = Path.expand("../../native", __DIR__)

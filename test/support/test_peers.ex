@@ -48,6 +48,9 @@ defmodule HRW.TestPeers do
         name: :"#{prefix}_#{tag}_#{System.pid()}_#{System.unique_integer([:positive])}",
         host: ~c"127.0.0.1",
         longnames: true,
+        # A peer VM boots in well under :peer's default 15 s natively, not always
+        # under emulation on a loaded machine.
+        wait_boot: HRW.TestTimeouts.ms(15_000),
         args: [
           ~c"-kernel",
           ~c"logger_level",
@@ -70,7 +73,7 @@ defmodule HRW.TestPeers do
   a function giving one) after `timeout` ms. A wait for an asynchronous event, with
   a deadline far above its usual time: nothing here depends on machine speed.
   """
-  def eventually(check, message, timeout \\ 15_000) do
+  def eventually(check, message, timeout \\ HRW.TestTimeouts.ms(15_000)) do
     poll(check, message, System.monotonic_time(:millisecond) + timeout)
   end
 

@@ -7,11 +7,19 @@ defmodule Mix.Tasks.Hrw.Native.Package do
   (`hrw_nif-...dll.tar.gz` for Windows), holding the one library. Prints the
   archive's path and SHA-256.
 
-      mix hrw.native.package [--target TRIPLE] [--out DIR]
+      mix hrw.native.package [--target TRIPLE[.GLIBC]] [--cargo CMD] [--out DIR]
 
     * `--target` cross-builds for a Rust target triple (`cargo build --target`);
-      by default the host's, worked out as the compile task works it out.
+      by default the host's, worked out as the compile task works it out. A glibc
+      version after a gnu triple (`aarch64-unknown-linux-gnu.2.17`) builds with
+      `cargo-zigbuild` (PyPI: `pip install ziglang cargo-zigbuild`), which links
+      against that glibc's symbol versions, so the library loads on any glibc from
+      that one on; the archive is named for the triple alone.
+    * `--cargo` is the cargo command to run (default `cargo`, or `cargo-zigbuild`
+      for a glibc-versioned target; both found on `PATH`).
     * `--out` is the folder for the archive (default `native/target/hrw-archives`).
+
+  docs/PLATFORMS.md says which targets are built this way and tested, and where.
 
   For this repository only (dev/: not compiled in `:prod`, not in the package).
   The release workflow (`.github/workflows/release.yml`) runs it once per target,
@@ -22,7 +30,7 @@ defmodule Mix.Tasks.Hrw.Native.Package do
   alias Mix.HrwNative.Precompiled
   alias Mix.Tasks.Compile.HrwNative
 
-  @switches [target: :string, out: :string]
+  @switches [target: :string, out: :string, cargo: :string]
 
   @impl Mix.Task
   def run(args) do
@@ -35,31 +43,39 @@ defmodule Mix.Tasks.Hrw.Native.Package do
             native: Path.join(root, "native"),
             out: Keyword.get(opts, :out, Path.join(root, "native/target/hrw-archives")),
             target: opts[:target],
+            cargo: opts[:cargo],
             version: Mix.Project.config()[:version]
           )
 
         Mix.shell().info("#{archive}\n#{Precompiled.checksum(File.read!(archive))}")
 
       _ ->
-        Mix.raise("usage: mix hrw.native.package [--target TRIPLE] [--out DIR]")
+        Mix.raise(
+          "usage: mix hrw.native.package [--target TRIPLE[.GLIBC]] [--cargo CMD] [--out DIR]"
+        )
     end
   end
 
   @doc """
   Builds the library and writes its archive; returns the archive's path.
   Options: `:native` (the cargo workspace), `:out`, `:version`, `:target` (nil for
-  the host), `:cargo` (default `cargo`), `:env` (extra OS variables for cargo).
+  the host; `TRIPLE.GLIBC` for a glibc floor), `:cargo` (nil or absent: `cargo`, or
+  `cargo-zigbuild` for a glibc floor), `:env` (extra OS variables for cargo).
   """
   @spec package(keyword()) :: Path.t()
   def package(opts) do
-    {target, extra} =
+    {target, glibc, extra} =
       case opts[:target] do
-        nil -> {host_target!(), []}
-        target -> {target, ["--target", target]}
+        nil ->
+          {host_target!(), nil, []}
+
+        target ->
+          {triple, glibc} = split_glibc(target)
+          {triple, glibc, ["--target", target]}
       end
 
     [nif | _] = Precompiled.nif_versions()
-    cargo = Keyword.get(opts, :cargo, "cargo")
+    cargo = opts[:cargo] || if(glibc, do: zigbuild!(), else: "cargo")
 
     library =
       HrwNative.cargo_library(
@@ -74,6 +90,32 @@ defmodule Mix.Tasks.Hrw.Native.Package do
     archive = Path.join(Keyword.fetch!(opts, :out), name)
     :ok = Precompiled.pack(library, archive)
     archive
+  end
+
+  @doc """
+  Splits a cargo-zigbuild target into the Rust triple and the glibc version it
+  names (nil when none): `"aarch64-unknown-linux-gnu.2.17"` gives
+  `{"aarch64-unknown-linux-gnu", "2.17"}`.
+
+      iex> Mix.Tasks.Hrw.Native.Package.split_glibc("aarch64-unknown-linux-gnu.2.17")
+      {"aarch64-unknown-linux-gnu", "2.17"}
+      iex> Mix.Tasks.Hrw.Native.Package.split_glibc("x86_64-unknown-linux-musl")
+      {"x86_64-unknown-linux-musl", nil}
+  """
+  @spec split_glibc(String.t()) :: {String.t(), String.t() | nil}
+  def split_glibc(target) do
+    case Regex.run(~r/\A(.+-gnu[a-z0-9]*)\.(\d+\.\d+)\z/, target) do
+      [_, triple, glibc] -> {triple, glibc}
+      nil -> {target, nil}
+    end
+  end
+
+  defp zigbuild! do
+    System.find_executable("cargo-zigbuild") ||
+      Mix.raise(
+        "a glibc-versioned target (TRIPLE.GLIBC) is built with cargo-zigbuild, which is " <>
+          "not on PATH: pip install ziglang cargo-zigbuild"
+      )
   end
 
   defp host_target! do

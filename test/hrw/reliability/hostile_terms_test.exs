@@ -11,7 +11,7 @@ defmodule HRW.Reliability.HostileTermsTest do
 
   @long System.get_env("HRW_LONG") in ["1", "true"]
 
-  @moduletag timeout: if(@long, do: 1_800_000, else: 120_000)
+  @moduletag timeout: HRW.TestTimeouts.ms(if(@long, do: 1_800_000, else: 600_000))
 
   import Bitwise
   import HRW.TestHostile

@@ -10,7 +10,7 @@ defmodule HRW.Reliability.MemoryTest do
   @long System.get_env("HRW_LONG") in ["1", "true"]
   @structures if @long, do: 1_000_000, else: 100_000
 
-  @moduletag timeout: if(@long, do: 1_800_000, else: 120_000)
+  @moduletag timeout: HRW.TestTimeouts.ms(if(@long, do: 1_800_000, else: 600_000))
 
   test "building and dropping #{@structures} rings and skeletons returns memory to its baseline" do
     base_nodes = Enum.map(1..48, &"node-#{&1}")

@@ -10,7 +10,7 @@ defmodule HRW.Reliability.RandomTermsTest do
   @seed String.to_integer(System.get_env("HRW_SEED", "3"))
   @random_terms if @long, do: 30_000, else: 3_000
 
-  @moduletag timeout: if(@long, do: 1_800_000, else: 120_000)
+  @moduletag timeout: HRW.TestTimeouts.ms(if(@long, do: 1_800_000, else: 600_000))
 
   import Bitwise
   import HRW.TestHostile

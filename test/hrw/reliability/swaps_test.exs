@@ -12,7 +12,7 @@ defmodule HRW.Reliability.SwapsTest do
   # test checks the same thing on a fast machine and on a loaded one.
   @swaps if @long, do: 1_000, else: 30
 
-  @moduletag timeout: if(@long, do: 1_800_000, else: 120_000)
+  @moduletag timeout: HRW.TestTimeouts.ms(if(@long, do: 1_800_000, else: 600_000))
 
   test "1000 readers keep answering while structures are swapped #{@swaps} times" do
     pt_key = {__MODULE__, :swapped}
