@@ -11,6 +11,7 @@
 
 use core::arch::x86_64::*;
 
+use super::fold;
 use super::portable;
 use crate::n3::{M1, M2, M3};
 
@@ -164,7 +165,7 @@ fn argmax_avx2(prepared: &[u64], tk: u64) -> Option<usize> {
         best.update(scores_flipped(chunk, key), idx);
         idx = _mm256_add_epi64(idx, step);
     }
-    Some(super::fold_tail(
+    Some(fold::fold_tail(
         prepared,
         tk,
         chunks.remainder().len(),
@@ -181,7 +182,7 @@ mod tests {
         if !supported() {
             return;
         }
-        super::super::check_vector_tail::<LANES>(11, |x| {
+        super::fold::check_vector_tail::<LANES>(11, |x| {
             let mut out = [0u64; LANES];
             // SAFETY: AVX2 was detected above; the load and the store touch exactly
             // the four u64 of `x` and `out`, unaligned accesses.

@@ -10,6 +10,7 @@
 
 use core::arch::x86_64::*;
 
+use super::fold;
 use super::portable;
 use crate::n3::{M1, M2, M3};
 
@@ -120,7 +121,7 @@ fn argmax_avx512(prepared: &[u64], tk: u64) -> Option<usize> {
         best.update(scores(chunk, key), idx);
         idx = _mm512_add_epi64(idx, step);
     }
-    Some(super::fold_tail(
+    Some(fold::fold_tail(
         prepared,
         tk,
         chunks.remainder().len(),
@@ -177,7 +178,7 @@ mod tests {
         if !supported() {
             return;
         }
-        super::super::check_vector_tail::<LANES>(7, |x| {
+        super::fold::check_vector_tail::<LANES>(7, |x| {
             let mut out = [0u64; LANES];
             // SAFETY: the AVX-512 features were detected above; the load and the store
             // touch exactly the eight u64 of `x` and `out`, unaligned accesses.

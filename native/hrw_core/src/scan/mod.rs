@@ -8,9 +8,14 @@
 pub mod avx2;
 #[cfg(target_arch = "x86_64")]
 pub mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod fold;
+mod lowest;
 pub mod portable;
 
 use std::sync::OnceLock;
+
+pub use lowest::first_lowest;
 
 use crate::n3;
 
@@ -113,62 +118,6 @@ impl Backend {
             Backend::Avx512 => avx512::argmax(prepared, tk),
         }
     }
-}
-
-/// Finish a vector scan whose best over all but the last `rest` ids is `best`
-/// (score, index): scan that short tail with the portable code. A tail element
-/// wins only with a strictly greater score, since its index is larger.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-fn fold_tail(prepared: &[u64], tk: u64, rest: usize, best: (u64, usize)) -> usize {
-    let (score, index) = best;
-    let start = prepared.len() - rest;
-    match portable::argmax(&prepared[start..], tk) {
-        Some(j) if n3::score_prepared(tk, prepared[start + j]) > score => start + j,
-        _ => index,
-    }
-}
-
-/// Test of a SIMD backend's vector N3 tail: `tail` maps `L` inputs at once and
-/// must agree with the scalar [`n3::tail`] on each (1000 vectors of ids from
-/// `seed`).
-#[cfg(all(test, target_arch = "x86_64"))]
-fn check_vector_tail<const L: usize>(seed: u64, tail: impl Fn([u64; L]) -> [u64; L]) {
-    let mut s = seed;
-    for _ in 0..1000 {
-        let mut x = [0u64; L];
-        for v in &mut x {
-            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            *v = s ^ (s >> 29);
-        }
-        for (xi, oi) in x.iter().zip(tail(x)) {
-            assert_eq!(oi, n3::tail(*xi));
-        }
-    }
-}
-
-/// The one "best index while skipping some" loop of the crate: the first index
-/// `i < len` with `keep(i)` whose `rank(i)` is the lowest (equal ranks keep the
-/// first index), or `None` when no index is kept. Highest-score picks rank by `!score`.
-/// Used by the portable scan, the weighted argmin, the ring's weighted owner, the
-/// bounded assignment's open-node pick and the skeleton's unweighted leaf pick; the
-/// callers count their work.
-#[inline(always)]
-pub fn first_lowest<R: Ord>(
-    len: usize,
-    mut keep: impl FnMut(usize) -> bool,
-    mut rank: impl FnMut(usize) -> R,
-) -> Option<usize> {
-    let mut best: Option<(R, usize)> = None;
-    for i in 0..len {
-        if keep(i) {
-            let r = rank(i);
-            if best.as_ref().is_none_or(|(b, _)| r < *b) {
-                best = Some((r, i));
-            }
-        }
-    }
-    best.map(|(_, i)| i)
 }
 
 /// Argmax with the detected backend.

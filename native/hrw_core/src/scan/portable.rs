@@ -4,7 +4,7 @@ use crate::n3;
 
 /// First index of the maximum `n3::score_prepared(tk, prepared[i])`.
 pub fn argmax(prepared: &[u64], tk: u64) -> Option<usize> {
-    super::first_lowest(
+    super::lowest::first_lowest(
         prepared.len(),
         |_| true,
         |i| !n3::score_prepared(tk, prepared[i]),

@@ -1,7 +1,8 @@
 //! Building a skeleton: routing keys, the breadth-first trie with its fillers, leaf
 //! blocks, weight sums and thresholds (docs/HASHING.md §4); and its work bound.
 
-use super::{threshold, Entry, Skeleton, LEAF};
+use super::coins::threshold;
+use super::layout::{Entry, Skeleton, LEAF};
 use crate::n3;
 use crate::scan;
 use crate::weighted::Weight;

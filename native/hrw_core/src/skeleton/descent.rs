@@ -1,7 +1,8 @@
 //! The owner's descent (coins along consecutive bit positions, then the leaf scan),
 //! the leaf picks shared with `owners`, and the owner's work bound.
 
-use super::{coin, prefetch, Entry, Skeleton, SEED_SALT_LINEAR};
+use super::coins::{coin, SEED_SALT_LINEAR};
+use super::layout::{Entry, Skeleton};
 use crate::n3;
 use crate::scan;
 use crate::weighted::{uniform_numerator, Standing, Weight};
@@ -24,6 +25,21 @@ const BATCH_PREFETCH_FROM_WORDS: usize = 1 << 14;
 /// Leaf blocks longer than this (1 MiB, a core's L2 cache here) miss the cache often
 /// enough that `owner` prefetches the build indices of its leaf.
 const PREFETCH_FROM_WORDS: usize = 1 << 17;
+
+/// Asks the CPU to start loading the cache line holding `p` (a hint only: any
+/// address is allowed, nothing is read, and other targets do nothing).
+#[inline(always)]
+fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `prefetch` is a hint that never faults and reads nothing the program
+    // can observe, whatever the address (callers form it with `wrapping_add`); SSE
+    // is part of the x86_64 baseline.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
 
 impl Skeleton {
     /// Work units of one leaf pick over at most `max_leaf` nodes, each membership test

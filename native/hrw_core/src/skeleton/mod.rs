@@ -95,140 +95,22 @@
 //! weight, like flat HRW's top-k, and the replicas of one node's keys spread over the
 //! whole cluster instead of its leaf.
 
-use crate::n3;
-
 /// Default leaf size, chosen with `examples/skeleton_sim.rs` against 8 and 32: as
 /// fast as 8 up to 10k nodes and faster above; 32 is faster still at 100k+ but a
 /// leaf split or merge of 33 nodes moves up to ~24/N of the keys (16: ~15/N).
 pub const DEFAULT_LEAF_SIZE: usize = 16;
 
-/// Salt of the owner's coin seed: `seed = n3::score(n3::prep(key), SEED_SALT)`.
-pub const SEED_SALT: u64 = 0x736b_656c_6574_6f6e; // "skeleton"
-/// Step of the per-key coin counter (wyrand's increment).
-const COIN_STEP: u64 = 0xa076_1d64_78bd_642f;
-/// Second multiplicand's mask in the coin (wyrand's).
-const COIN_XOR: u64 = 0xe703_7ed1_a0b4_28db;
-/// Flag of a leaf entry (in `Entry::b`).
-const LEAF: u64 = 1 << 63;
-
-/// The salt of rank `rank`'s coin seed in [`Skeleton::owners`]; rank 0 is the owner's.
-pub const fn rank_salt(rank: u64) -> u64 {
-    SEED_SALT ^ rank.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-/// `n3::linear(SEED_SALT)`, so the owner's seed costs one `n3::tail`.
-const SEED_SALT_LINEAR: u64 = SEED_SALT ^ SEED_SALT.rotate_left(17) ^ SEED_SALT.rotate_left(43);
-
-/// The coin of a key (through its `seed`) at the internal node splitting on bit `bit`.
-#[inline(always)]
-pub fn coin(seed: u64, bit: u32) -> u64 {
-    let x = seed.wrapping_add(u64::from(bit + 1).wrapping_mul(COIN_STEP));
-    let t = u128::from(x) * u128::from(x ^ COIN_XOR);
-    (t >> 64) as u64 ^ t as u64
-}
-
-/// Coin seed of rank `rank` for the prepared key `tk = n3::prepared_key(key)`.
-#[inline(always)]
-fn seed_of(tk: u64, rank: u64) -> u64 {
-    if rank == 0 {
-        n3::score_prepared(tk, SEED_SALT_LINEAR)
-    } else {
-        n3::score_prepared(tk, n3::linear(rank_salt(rank)))
-    }
-}
-
-/// Asks the CPU to start loading the cache line holding `p` (a hint only: any
-/// address is allowed, nothing is read, and other targets do nothing).
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `prefetch` is a hint that never faults and reads nothing the program
-    // can observe, whatever the address (callers form it with `wrapping_add`); SSE
-    // is part of the x86_64 baseline.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// `floor(2^64 * wl / (wl + wr))`, saturating at `u64::MAX` (IEEE basic operations).
-#[inline]
-pub fn threshold(wl: f64, wr: f64) -> u64 {
-    let p = wl / (wl + wr);
-    // Scaling by 2^64 is exact; the cast truncates and saturates (NaN gives 0).
-    (p * 18_446_744_073_709_551_616.0) as u64
-}
-
-/// A trie slot, 16 bytes. Internal: `a` = threshold, `b` = first child | bit << 32
-/// (children are adjacent: left at `first`, right at `first + 1`). Leaf: `a` = offset
-/// of its block in `Skeleton::blocks` | padding << 48, `b` = `LEAF` | node count << 32
-/// | (own slot - 1), so that "go right" stays on the leaf.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Entry {
-    a: u64,
-    b: u64,
-}
-
-impl Entry {
-    #[inline(always)]
-    fn is_leaf(self) -> bool {
-        self.b & LEAF != 0
-    }
-    #[inline(always)]
-    fn bit(self) -> u32 {
-        (self.b >> 32) as u32
-    }
-    #[inline(always)]
-    fn first(self) -> usize {
-        self.b as u32 as usize
-    }
-    /// A leaf's block offset, node count and padded id count (see `Skeleton::blocks`).
-    #[inline(always)]
-    fn block(self) -> (usize, usize, usize) {
-        let m = ((self.b >> 32) & 0x7fff_ffff) as usize;
-        let off = (self.a & ((1 << 48) - 1)) as usize;
-        (off, m, m + (self.a >> 48) as usize)
-    }
-}
-
-/// An immutable skeleton over `(id, weight)` nodes; see the module docs.
-#[derive(Clone, Debug)]
-pub struct Skeleton {
-    /// Trie slots in breadth-first order (the top levels share cache lines); the
-    /// root is slot 0.
-    entries: Vec<Entry>,
-    /// Bit position of the root when internal (the descent's first coin).
-    root_bit: u32,
-    /// Descent steps: the deepest leaf's distance from the root, fillers included.
-    levels: u32,
-    /// One block per leaf of `m` nodes, sorted by routing key: `m` words of
-    /// `n3::linear(id)` (unweighted: padded with copies of the first, see
-    /// [`scan_width`]), then (weighted only) `m` words of weight bits and `m` of
-    /// their reciprocals' bits, then the nodes' indices into the build input, two
-    /// u32 per word. One place per leaf keeps a lookup's last accesses together.
-    blocks: Vec<u64>,
-    /// Per slot (cold, for `owners`): the range of sorted positions it covers.
-    span: Vec<[u32; 2]>,
-    /// Per slot (cold, for `owners`): its weight sum (its node count when unweighted).
-    mass: Vec<f64>,
-    /// Per sorted position (cold, for `owners`; empty when unweighted): the weight.
-    weights: Vec<f64>,
-    weighted: bool,
-    len: usize,
-    depth: usize,
-    /// Most nodes in a leaf, and most ids a leaf scan reads (padding included): what
-    /// bounds a lookup's work.
-    max_leaf: usize,
-    max_width: usize,
-}
-
 mod build;
+mod coins;
 mod descent;
-pub use descent::BATCH_LANES;
+mod layout;
 mod owners;
 #[cfg(test)]
 mod tests;
+
+pub use coins::{coin, rank_salt, threshold, SEED_SALT};
+pub use descent::BATCH_LANES;
+pub use layout::Skeleton;
 
 impl Skeleton {
     /// Number of distinct nodes.

@@ -2,7 +2,8 @@
 //! taken out of every weight sum and count on the way (docs/HASHING.md §4), and
 //! their work bound.
 
-use super::{coin, seed_of, threshold, Skeleton};
+use super::coins::{coin, seed_of, threshold};
+use super::layout::Skeleton;
 use crate::n3;
 use crate::work;
 

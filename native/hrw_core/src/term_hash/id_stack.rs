@@ -1,6 +1,6 @@
 //! [`IdStack`]: the one buffer a term walk builds every nested encoding on.
 
-use super::{tag, TERM_SEED};
+use super::tags::{tag, TERM_SEED};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// The encodings of nested tuples, lists and maps, built on one shared buffer as a

@@ -7,34 +7,18 @@
 //! Compound terms hash their children's ids (8 bytes little-endian each), never
 //! their memory layout: ids do not depend on word size, endianness or OTP version.
 //!
-//! Files: `mod.rs` the encodings of each type; `words.rs` XXH3 computed from the
-//! ids of a tagged encoding without writing it out; `id_stack.rs` the shared
-//! buffer a term walk builds nested encodings on; `tests.rs` their vectors.
+//! Files: `mod.rs` the encodings of each type; `tags.rs` the seed and type tags
+//! they share; `words.rs` XXH3 computed from the ids of a tagged encoding without
+//! writing it out; `id_stack.rs` the shared buffer a term walk builds nested
+//! encodings on; `tests.rs` their vectors.
 
 mod id_stack;
+mod tags;
 mod words;
 
 pub use id_stack::{IdStack, Mark};
+pub use tags::{tag, TERM_SEED};
 use xxhash_rust::xxh3::{xxh3_64, xxh3_64_with_seed};
-
-/// Seed for every non-binary term: the ASCII bytes "HRW1TERM" read big-endian.
-pub const TERM_SEED: u64 = 0x4852_5731_5445_524D;
-
-/// Type tags: the first byte of every tagged encoding.
-pub mod tag {
-    pub const INTEGER: u8 = 0x01;
-    pub const FLOAT: u8 = 0x02;
-    pub const ATOM: u8 = 0x03;
-    pub const BITSTRING: u8 = 0x04;
-    pub const TUPLE: u8 = 0x05;
-    pub const LIST: u8 = 0x06;
-    pub const IMPROPER_LIST: u8 = 0x07;
-    pub const MAP: u8 = 0x08;
-    pub const PID: u8 = 0x09;
-    pub const PORT: u8 = 0x0A;
-    pub const REFERENCE: u8 = 0x0B;
-    pub const FUN: u8 = 0x0C;
-}
 
 /// Id of a binary (a bitstring whose length is a whole number of bytes).
 #[inline]

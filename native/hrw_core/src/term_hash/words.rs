@@ -10,7 +10,7 @@
 //! `xxhash_rust::xxh3::xxh3_64_with_seed` of the same bytes (tested below and in
 //! `tests/xxh3_words.rs`).
 
-use super::TERM_SEED;
+use super::tags::TERM_SEED;
 
 /// The first 136 bytes (the minimum secret size, all that inputs of at most
 /// 240 bytes read) of XXH3's default secret, from the specification.

@@ -2,7 +2,9 @@
 //! here; weights in `weights.rs`; replicas, batches and pinned owners in
 //! `owners.rs`.
 
+use super::coins::SEED_SALT_LINEAR;
 use super::*;
+use crate::n3;
 use crate::scan;
 use crate::weighted;
 
