@@ -227,7 +227,7 @@ defmodule HRW.ClusterAgreementTest do
 
     # n2 runs no such cluster.
     assert {:error, %{no_answer: %{^n2 => :not_running}, disagree: disagree}} =
-             HRW.Cluster.await_agreement(name, 300)
+             HRW.Cluster.await_agreement(name, HRW.TestTimeouts.ms(300))
 
     assert disagree == %{}
 
@@ -236,7 +236,7 @@ defmodule HRW.ClusterAgreementTest do
     fingerprint = HRW.Cluster.fingerprint(name)
 
     assert {:error, %{fingerprint: ^fingerprint, disagree: %{^n2 => theirs}}} =
-             HRW.Cluster.await_agreement(name, 300)
+             HRW.Cluster.await_agreement(name, HRW.TestTimeouts.ms(300))
 
     assert theirs == Fingerprint.of(Enum.sort([node(), n2]))
     assert theirs == :erpc.call(n2, HRW.Cluster, :fingerprint, [name])
