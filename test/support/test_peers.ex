@@ -64,7 +64,17 @@ defmodule HRW.TestPeers do
           do: true = :erpc.call(node, Node, :connect, [other])
     end
 
-    ExUnit.Callbacks.on_exit(fn -> stop_peer(peer) end)
+    ExUnit.Callbacks.on_exit(fn ->
+      stop_peer(peer)
+      # The next test must not see this peer: its connection to this node goes down
+      # a moment after the peer VM halts, and a test that starts meanwhile (a slow,
+      # emulated VM shows it) would count it among the visible nodes.
+      eventually(
+        fn -> node not in Node.list(:connected) end,
+        "#{node} still connected after its stop"
+      )
+    end)
+
     {peer, node}
   end
 
