@@ -6,8 +6,13 @@ end
 
 # MIX_ENV=prod, in which the arm64 leg of scripts/test-matrix runs the suite on a
 # precompiled library, compiles lib/ only: the helpers are loaded here then.
+# Compiled together, so that a call from one helper into another loaded later is
+# not reported as undefined.
 unless Code.ensure_loaded?(HRW.TestPeers) do
-  for file <- Path.wildcard(Path.join(__DIR__, "support/*.ex")), do: Code.require_file(file)
+  {:ok, _modules, _warnings} =
+    Kernel.ParallelCompiler.require(Path.wildcard(Path.join(__DIR__, "support/*.ex")),
+      return_diagnostics: true
+    )
 end
 
 # Tests that need a folder owned by another user can only make one as root.
