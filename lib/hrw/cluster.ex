@@ -468,9 +468,10 @@ defmodule HRW.Cluster do
   @doc """
   Waits at most `timeout` ms until every member of this node's view runs the
   cluster `name` with the same fingerprint as this node. Asks the members with
-  `:erpc.multicall/5` (each round bounded by the time left), again every 20 ms
-  while some disagree, and reads this node's view again each round (it may change
-  meanwhile).
+  `:erpc.multicall/5` (each round bounded by the time left), again 20 ms after a
+  round in which some disagree, and reads this node's view again each round (it
+  may change meanwhile). A new round starts only while the time left is at least
+  as long as the last round took, so the answer is that of a whole round.
 
   Returns `{:ok, fingerprint}`, or `{:error, disagreement}` when the time is up:
   the local `:fingerprint`, the members whose fingerprint differs (`:disagree`,
@@ -499,6 +500,7 @@ defmodule HRW.Cluster do
   end
 
   defp agreement(name, deadline) do
+    started = System.monotonic_time(:millisecond)
     %{fingerprint: local, members: members} = snapshot(name)
     others = List.delete(members, node())
     left = max(deadline - System.monotonic_time(:millisecond), 0)
@@ -520,15 +522,19 @@ defmodule HRW.Cluster do
         {node, error}, {d, n} -> {d, Map.put(n, node, error)}
       end)
 
+    now = System.monotonic_time(:millisecond)
+
     cond do
       disagree == %{} and no_answer == %{} and snapshot(name).fingerprint == local ->
         {:ok, local}
 
-      System.monotonic_time(:millisecond) >= deadline ->
+      # A round cut short by the deadline would report its own timeouts instead
+      # of the members' answers: none starts without the time this one took.
+      now + 20 + (now - started) > deadline ->
         {:error, %{fingerprint: local, disagree: disagree, no_answer: no_answer}}
 
       true ->
-        Process.sleep(min(20, max(deadline - System.monotonic_time(:millisecond), 0)))
+        Process.sleep(20)
         agreement(name, deadline)
     end
   end
