@@ -18,9 +18,20 @@ end
 # Tests that need a folder owned by another user can only make one as root.
 {uid, 0} = System.cmd("id", ["-u"])
 
-if String.trim(uid) != "0" do
-  IO.puts("Excluding :needs_root tests: the suite is not running as root")
-  ExUnit.configure(exclude: [:needs_root])
-end
+# The work probes and the dirty-run count are built into test builds of the
+# library only (cargo feature `work-probes`); the arm64 leg of scripts/test-matrix
+# runs the suite on a release build as well (MIX_ENV=prod), and the tagged files
+# on a test build.
+excluded =
+  [
+    {:needs_root, String.trim(uid) != "0", "the suite is not running as root"},
+    {:work_probes, Mix.env() != :test, "the library is a #{Mix.env()} build, without probes"}
+  ]
+  |> Enum.filter(fn {_tag, exclude?, _why} -> exclude? end)
+  |> Enum.map(fn {tag, _, why} ->
+    IO.puts("Excluding #{inspect(tag)} tests: #{why}")
+    tag
+  end)
 
+ExUnit.configure(exclude: excluded)
 ExUnit.start()

@@ -7,6 +7,8 @@ defmodule HRW.BudgetTest do
   # native/hrw_core/src/work.rs), and every call below, over a grid of shapes, must
   # have charged at least what it counted, and never more than the budget.
   use ExUnit.Case, async: true
+  # The probes exist only in test builds of the library (test_helper.exs).
+  @moduletag :work_probes
 
   alias HRW.Native
 

@@ -444,8 +444,10 @@ end
 defmodule HRW.TermIdSchedulerTest do
   # Not async: the test build counts every NIF call that runs on a dirty scheduler
   # (native/hrw_nif/src/nif.rs, `dirty_runs`), and no other test may run beside
-  # these while they read the count.
+  # these while they read the count. The count exists only in test builds of the
+  # library (test_helper.exs).
   use ExUnit.Case, async: false
+  @moduletag :work_probes
 
   defp dirty_runs_of(fun) do
     before = HRW.Native.dirty_runs()
