@@ -48,9 +48,11 @@ defmodule HRW.TestPeers do
         name: :"#{prefix}_#{tag}_#{System.pid()}_#{System.unique_integer([:positive])}",
         host: ~c"127.0.0.1",
         longnames: true,
-        # A peer VM boots in well under :peer's default 15 s natively, not always
-        # under emulation on a loaded machine.
-        wait_boot: HRW.TestTimeouts.ms(15_000),
+        # A peer VM boots in well under a second natively. On the arm64 leg, OTP's
+        # JIT under qemu-user took more than 15 s x 15 to boot one while two other
+        # legs ran beside it: the wait is a bound for a VM that never boots, far
+        # above any boot time.
+        wait_boot: HRW.TestTimeouts.ms(60_000),
         args: [
           ~c"-kernel",
           ~c"logger_level",
