@@ -225,9 +225,9 @@ defmodule HRW.ClusterAgreementTest do
     eventually(fn -> length(HRW.Cluster.members(name)) == 3 end, "three members")
     start_on(n1, name: name, debounce: 10)
 
-    # n2 runs no such cluster. Each round asks it with the time left, so the first
-    # call into HRW.Cluster there (which loads its modules: seconds on a loaded,
-    # emulated VM) is made before the timed calls, not during them.
+    # n2 runs no such cluster. Its first call into HRW.Cluster, which loads the
+    # modules there, is made before the timed calls, so that their rounds time
+    # remote calls only.
     assert :erpc.call(n2, HRW.Cluster, :remote_fingerprint, [name]) == :not_running
 
     assert {:error, %{no_answer: %{^n2 => :not_running}, disagree: disagree}} =

@@ -204,8 +204,8 @@ defmodule HRW.ReloadTest do
   # After a delete, the loopers' next calls load the module again (interactive
   # mode), so its on_load may be running when the test asks for it: the test asks
   # as those callers do. OTP 25's code server never answers a `:code.load_file/1`
-  # that waits behind another process's on_load (a plain Erlang module with a slow
-  # on_load shows it; OTP 29 answers), whatever the module.
+  # that waits behind another process's on_load, whatever the module; OTP 29 answers
+  # (bench/results/otp-load-file-race-2026-12-02.txt).
   defp run(node, :ensure_loaded),
     do: assert({:module, HRW.Native} = remote(node, :ensure_loaded))
 

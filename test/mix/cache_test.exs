@@ -37,7 +37,7 @@ defmodule Mix.HrwNative.CacheTest do
     File.chown!(dir, @nobody)
   end
 
-  # 20,000 links take about a second; the bound is for a loaded machine.
+  # A bound far above the work, for a loaded machine.
   @tag timeout: HRW.TestTimeouts.ms(300_000)
   test "temporary files are never written through a link planted at their name", c do
     victim = Path.join(c.case_dir, "victim")
@@ -46,8 +46,8 @@ defmodule Mix.HrwNative.CacheTest do
     File.mkdir_p!(Path.dirname(c.dest))
 
     # Links at every name a counter-based temporary name could take next. Made with
-    # :prim_file, not through the VM's one file server, where the async tests'
-    # file operations would queue them (this test once timed out there under load).
+    # :prim_file, not through the VM's one file server, where they would queue
+    # behind the async tests' file operations.
     first = System.unique_integer([:positive])
 
     for n <- first..(first + 20_000) do

@@ -48,10 +48,9 @@ defmodule HRW.TestPeers do
         name: :"#{prefix}_#{tag}_#{System.pid()}_#{System.unique_integer([:positive])}",
         host: ~c"127.0.0.1",
         longnames: true,
-        # A peer VM boots in well under a second natively. On the arm64 leg, OTP's
-        # JIT under qemu-user took more than 15 s x 15 to boot one while two other
-        # legs ran beside it: the wait is a bound for a VM that never boots, far
-        # above any boot time.
+        # A bound for a VM that never boots, far above a boot's time: OTP's JIT
+        # under qemu-user on a loaded machine took minutes to boot a peer
+        # (bench/results/test-matrix-2026-12-02.txt, arm64 run 3).
         wait_boot: HRW.TestTimeouts.ms(60_000),
         args: [
           ~c"-kernel",
