@@ -231,10 +231,12 @@ defmodule HRW.ClusterAgreementTest do
     assert :erpc.call(n2, HRW.Cluster, :remote_fingerprint, [name]) == :not_running
 
     # While members disagree, the call returns at its timeout with the last whole
-    # round: 5 s, so that a round's remote calls still answer on a loaded machine
-    # (1 s was too short with two emulated test legs beside this one).
+    # round, so each of these two calls takes its whole timeout: 2 s (30 s on the
+    # emulated legs), so that a round's remote calls still answer on a loaded
+    # machine. 1 s was too short with two emulated test legs beside this one; 5 s
+    # cost the emulated legs 150 s here.
     assert {:error, %{no_answer: %{^n2 => :not_running}, disagree: disagree}} =
-             HRW.Cluster.await_agreement(name, HRW.TestTimeouts.ms(5_000))
+             HRW.Cluster.await_agreement(name, HRW.TestTimeouts.ms(2_000))
 
     assert disagree == %{}
 
@@ -243,7 +245,7 @@ defmodule HRW.ClusterAgreementTest do
     fingerprint = HRW.Cluster.fingerprint(name)
 
     assert {:error, %{fingerprint: ^fingerprint, disagree: %{^n2 => theirs}}} =
-             HRW.Cluster.await_agreement(name, HRW.TestTimeouts.ms(5_000))
+             HRW.Cluster.await_agreement(name, HRW.TestTimeouts.ms(2_000))
 
     assert theirs == Fingerprint.of(Enum.sort([node(), n2]))
     assert theirs == :erpc.call(n2, HRW.Cluster, :fingerprint, [name])
