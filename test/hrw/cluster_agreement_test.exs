@@ -231,10 +231,9 @@ defmodule HRW.ClusterAgreementTest do
     assert :erpc.call(n2, HRW.Cluster, :remote_fingerprint, [name]) == :not_running
 
     # While members disagree, the call returns at its timeout with the last whole
-    # round, so each of these two calls takes its whole timeout: 2 s (30 s on the
-    # emulated legs), so that a round's remote calls still answer on a loaded
-    # machine. 1 s was too short with two emulated test legs beside this one; 5 s
-    # cost the emulated legs 150 s here.
+    # round, so each of these two calls waits its whole timeout out: 2 s, scaled on
+    # the emulated legs, long enough for a round's remote calls on a loaded machine
+    # (1 s was not: bench/results/test-matrix-2026-12-02-qemu10.txt).
     assert {:error, %{no_answer: %{^n2 => :not_running}, disagree: disagree}} =
              HRW.Cluster.await_agreement(name, HRW.TestTimeouts.ms(2_000))
 
