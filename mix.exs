@@ -2,6 +2,8 @@
 # outside lib/: it has to exist before the project's own modules are compiled.
 Code.require_file("mix/hrw_native/json.ex", __DIR__)
 Code.require_file("mix/hrw_native/safe_file.ex", __DIR__)
+Code.require_file("mix/hrw_native/wire.ex", __DIR__)
+Code.require_file("mix/hrw_native/proxy.ex", __DIR__)
 Code.require_file("mix/hrw_native/download.ex", __DIR__)
 Code.require_file("mix/hrw_native/precompiled.ex", __DIR__)
 Code.require_file("mix/tasks/compile.hrw_native.ex", __DIR__)

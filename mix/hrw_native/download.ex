@@ -1,41 +1,56 @@
 defmodule Mix.HrwNative.Download do
   @max_redirects 5
-  @max_head_bytes 64 * 1024
+  @poll_ms 25
+  @max_held_bytes 16 * 1024 * 1024
+  @max_cacerts_bytes 2 * 1024 * 1024
   @redirects [301, 302, 303, 307, 308]
 
   @moduledoc """
-  The one HTTP download of the compile task: HTTP/1.1 GET over `:gen_tcp` or
-  `:ssl`, written here so that every byte is bounded. The status line and headers
-  (at most #{div(@max_head_bytes, 1024)} KiB) decide before any body is read: only a
-  200's body is read, up to the size limit; a redirect's or an error's never is.
+  The one HTTP download of the compile task, through OTP's `:httpc` (as Mix, Hex
+  and RustlerPrecompiled fetch) in a profile of its own: `:httpc` speaks HTTP/1.1
+  and to proxies; this module keeps the policy. Every URL and header value it acts
+  on is checked by `Mix.HrwNative.Wire`; the proxy comes from
+  `Mix.HrwNative.Proxy`.
 
-  TLS: the certificate chain is verified against the OS's CA store
-  (`:public_key.cacerts_get/0`) or the PEM file given; a host name is sent as SNI
-  and checked against the certificate's DNS names; an IP literal is sent as no
-  SNI and checked against its IP addresses. Redirects (at most #{@max_redirects}) are checked
-  one by one by `Mix.HrwNative.Precompiled.check_url/1`, and one from https to
-  plain http is refused.
+    * Redirects are followed here, not by `:httpc`: at most #{@max_redirects}, each
+      `Location` checked as the first URL was, and never to another scheme.
+    * TLS: the chain is verified against the OS's CA store
+      (`:public_key.cacerts_get/0`) or the PEM file given; a host name goes out as
+      SNI and is matched against the certificate's DNS names, an IP literal goes
+      out as no SNI and is matched against its IP addresses.
+    * A 200's body is streamed (`stream: {:self, :once}`) into one binary, and the
+      request is cancelled as soon as it would pass the size limit. `:httpc` reads
+      the whole body of any other status before it answers: those are bounded by
+      the deadline only (docs/NATIVE.md has the figures).
+    * One deadline for the whole download, redirects included: 20 times the
+      timeout, which also bounds each wait for the next message.
   """
 
-  alias Mix.HrwNative.Precompiled
+  alias Mix.HrwNative.{Proxy, Wire}
+
+  @direct :hrw_native
+  @proxied :hrw_native_proxied
 
   @typedoc """
-  `:timeout_ms`: the longest wait for a connection or for the next bytes (the
-  whole download gets 20 times that); `:max_bytes`: the body's size limit;
-  `:cacerts_path`: a PEM file of CA certificates instead of the OS's, or nil.
+  `:timeout_ms`: the longest wait for a connection or for the next part of the
+  answer (the whole download gets 20 times that); `:max_bytes`: the body's size
+  limit; `:cacerts`: the DER CA certificates to trust (`read_pem/1`), nil for the
+  OS's; `:proxies`: `Mix.HrwNative.Proxy.settings/1`.
   """
   @type options :: %{
           required(:timeout_ms) => pos_integer(),
           required(:max_bytes) => pos_integer(),
-          optional(:cacerts_path) => Path.t() | nil
+          optional(:cacerts) => [binary()] | nil,
+          optional(:proxies) => Proxy.settings()
         }
 
   @typedoc """
-  `{:ok, body, url}`, `url` being the one the body came from (after redirects);
-  `{:unavailable, reason}` when nothing came (no answer, a timeout, an HTTP error
-  status, a network error); `{:refused, reason}` when what came must not be used
-  (a body over the limit or shorter than declared, a certificate that fails
-  verification, a downgrade to http, a URL that is not allowed).
+  `{:ok, body, url}`, `url` being the one the body came from (after redirects,
+  as shown); `{:unavailable, reason}` when nothing came (no answer, a timeout, an
+  HTTP error status, a network error, an unusable proxy setting); `{:refused,
+  reason}` when what came must not be used (a body over the limit or shorter than
+  declared, a certificate that fails verification, a redirect that is not
+  allowed).
   """
   @type result ::
           {:ok, binary(), String.t()} | {:unavailable, String.t()} | {:refused, String.t()}
@@ -43,355 +58,371 @@ defmodule Mix.HrwNative.Download do
   @doc "Downloads `url` into memory. See `t:options/0` and `t:result/0`."
   @spec download(String.t(), options()) :: result()
   def download(url, opts) do
-    :ok = on_code_path([:crypto, :asn1, :public_key, :ssl])
-
-    case Application.ensure_all_started(:ssl) do
-      # One deadline for the whole download, redirects included.
-      {:ok, _} ->
-        get(url, opts, System.monotonic_time(:millisecond) + opts.timeout_ms * 20, 0, nil)
-
-      {:error, reason} ->
-        {:unavailable, "cannot start :ssl: #{inspect(reason)}"}
+    with :ok <- start(),
+         {:ok, url} <- refuse(Wire.parse(url)) do
+      get(url, opts, System.monotonic_time(:millisecond) + opts.timeout_ms * 20, 0)
     end
   end
 
-  defp get(url, _opts, _deadline, redirects, _from) when redirects > @max_redirects,
-    do: {:unavailable, "more than #{@max_redirects} redirects, the last to #{shown(url)}"}
+  defp start do
+    :ok = on_code_path([:crypto, :asn1, :public_key, :ssl, :inets])
 
-  defp get(url, opts, deadline, redirects, from) do
-    uri = URI.parse(url)
-    s = %{url: url, opts: opts, deadline: deadline, socket: nil}
+    with {:ok, _} <- Application.ensure_all_started(:ssl),
+         {:ok, _} <- Application.ensure_all_started(:inets),
+         :ok <- profile(@direct),
+         :ok <- profile(@proxied) do
+      :ok
+    else
+      {:error, reason} ->
+        {:unavailable, "cannot start OTP's HTTP client: #{Wire.escape(inspect(reason))}"}
+    end
+  end
 
-    with :ok <- Precompiled.url_allowed(url),
-         :ok <- no_downgrade(from, url),
-         {:ok, tls} <- tls_options(uri, opts),
-         {:ok, socket} <- connect(s, uri, tls) do
-      s = %{s | socket: socket}
-
-      try do
-        with :ok <- send_request(s, uri),
-             {:ok, status, headers, rest} <- read_head(s, "") do
-          respond(s, status, headers, rest)
-        end
-      after
-        close(socket)
-      end
+  defp profile(name) do
+    case :inets.start(:httpc, profile: name) do
+      {:ok, _} -> :ok
+      {:error, {:already_started, _}} -> :ok
+      {:error, reason} -> {:error, reason}
     end
     |> case do
-      {:redirect, location} -> get(location, opts, deadline, redirects + 1, url)
-      other -> other
+      # One request at a time, no connection kept: every request connects anew.
+      :ok -> :httpc.set_options([ipfamily: :inet6fb4, max_sessions: 1], name)
+      error -> error
     end
   end
 
-  defp no_downgrade(nil, _url), do: :ok
+  defp refuse({:error, reason}), do: {:refused, "refusing to download from " <> reason}
+  defp refuse(ok), do: ok
 
-  defp no_downgrade(from, url) do
-    if URI.parse(from).scheme == "https" and URI.parse(url).scheme != "https",
-      do: {:refused, "#{shown(from)} redirects to #{shown(url)}, from https to plain http"},
-      else: :ok
-  end
+  defp redirect({:error, reason}), do: {:refused, reason}
+  defp redirect(ok), do: ok
 
-  # -- connection -----------------------------------------------------------------
+  defp get(url, _opts, _deadline, redirects) when redirects > @max_redirects,
+    do: {:unavailable, "more than #{@max_redirects} redirects, the last to #{Wire.show(url)}"}
 
-  defp connect(s, %URI{host: host, port: port, scheme: scheme}, tls) do
-    timeout = s.opts.timeout_ms
+  defp get(url, opts, deadline, redirects) do
+    with {:ok, profile, proxy} <- route(url, opts),
+         {:ok, tls} <- tls_options(url, opts) do
+      case request(url, profile, proxy, tls, opts, deadline) do
+        {:redirect, locations} ->
+          with {:ok, next} <- redirect(Wire.location(url, locations)),
+               do: get(next, opts, deadline, redirects + 1)
 
-    with {:ok, address, family} <- resolve(s, host),
-         {:ok, tcp} <-
-           tcp_connect(s, address, port, [family, :binary, active: false, packet: :raw], timeout) do
-      if scheme == "https", do: tls_connect(s, tcp, tls, timeout), else: {:ok, {:tcp, tcp}}
+        result ->
+          result
+      end
     end
   end
 
-  defp resolve(s, host) do
-    name = String.to_charlist(host)
+  defp route(url, opts) do
+    case Proxy.for_url(url, Map.get(opts, :proxies, %{http: nil, https: nil, no_proxy: []})) do
+      :direct ->
+        {:ok, @direct, nil}
 
-    case :inet.parse_address(name) do
-      {:ok, ip} when tuple_size(ip) == 4 ->
-        {:ok, ip, :inet}
+      {:ok, proxy} ->
+        at =
+          {proxy.host |> String.trim_leading("[") |> String.trim_trailing("]") |> to_list(),
+           proxy.port}
 
-      {:ok, ip} ->
-        {:ok, ip, :inet6}
+        :ok = :httpc.set_options([proxy: {at, []}, https_proxy: {at, []}], @proxied)
+        {:ok, @proxied, proxy}
 
-      {:error, _} ->
-        with {:error, _} <- getaddr(name, :inet),
-             {:error, reason} <- getaddr(name, :inet6) do
-          {:unavailable, "cannot resolve the host of #{shown(s.url)} (#{inspect(reason)})"}
+      {:error, reason} ->
+        {:unavailable, reason}
+    end
+  end
+
+  # -- one request -------------------------------------------------------------------
+
+  defp request(url, profile, proxy, tls, opts, deadline) do
+    left = max(deadline - now(), 1)
+
+    headers =
+      [
+        {~c"user-agent", ~c"hrw-native-compiler"},
+        {~c"accept-encoding", ~c"identity"},
+        {~c"connection", ~c"close"}
+      ] ++ basic(~c"authorization", Wire.credentials(url))
+
+    http_opts =
+      [
+        autoredirect: false,
+        timeout: left,
+        connect_timeout: min(opts.timeout_ms, left),
+        ssl: tls
+      ] ++ proxy_auth(proxy)
+
+    request = {to_list(Wire.request_url(url)), headers}
+    options = [sync: false, stream: {:self, :once}, body_format: :binary]
+
+    s = %{
+      url: url,
+      proxy: proxy,
+      profile: profile,
+      opts: opts,
+      deadline: deadline,
+      binaries_before: :erlang.memory(:binary),
+      length: :none,
+      chunked: false
+    }
+
+    case :httpc.request(:get, request, http_opts, options, profile) do
+      {:ok, ref} ->
+        try do
+          answer(Map.put(s, :ref, ref))
+        after
+          :ok = :httpc.cancel_request(ref, profile)
+          flush(ref)
+        end
+
+      {:error, reason} ->
+        {:unavailable, "downloading #{Wire.show(url)} failed: #{describe(reason)}"}
+    end
+  end
+
+  defp basic(_name, nil), do: []
+
+  defp basic(name, {user, password}),
+    do: [{name, to_list("Basic " <> Base.encode64(user <> ":" <> password))}]
+
+  # The proxy's credentials, as :httpc sends them (also on CONNECT); bytes, not
+  # code points, because it base64-encodes the lists as they are.
+  defp proxy_auth(%{credentials: {user, password}}),
+    do: [proxy_auth: {:binary.bin_to_list(user), :binary.bin_to_list(password)}]
+
+  defp proxy_auth(_), do: []
+
+  defp flush(ref) do
+    receive do
+      {:http, {^ref, _}} -> flush(ref)
+      {:http, {^ref, _, _}} -> flush(ref)
+      {:http, {^ref, _, _, _}} -> flush(ref)
+    after
+      0 -> :ok
+    end
+  end
+
+  defp answer(s) do
+    case next(s, now()) do
+      {:start, headers, pid} ->
+        headers = binary_headers(headers)
+
+        case Wire.content_length(values(headers, "content-length")) do
+          {:ok, length} when length > s.opts.max_bytes ->
+            oversized(s, length)
+
+          {:error, reason} ->
+            {:refused, "#{Wire.show(s.url)} sent #{reason}"}
+
+          length ->
+            chunked = Enum.any?(values(headers, "transfer-encoding"), &(&1 =~ ~r/chunked/i))
+            :ok = :httpc.stream_next(pid)
+            body(%{s | length: length, chunked: chunked}, pid, <<>>)
+        end
+
+      {:whole, {{_, status, _}, headers, _body}} when status in @redirects ->
+        {:redirect, values(binary_headers(headers), "location")}
+
+      {:whole, {{_, status, _}, _headers, _body}} ->
+        {:unavailable, "#{Wire.show(s.url)} answered HTTP #{status}"}
+
+      {:part, _} ->
+        {:unavailable, "#{Wire.show(s.url)}: :httpc streamed a body it had not started"}
+
+      {:end, _} ->
+        {:unavailable, "#{Wire.show(s.url)}: :httpc ended a body it had not started"}
+
+      {:error, reason} ->
+        failed(s, reason)
+
+      stop ->
+        stop
+    end
+  end
+
+  defp body(s, pid, acc) do
+    case next(s, now(), byte_size(acc)) do
+      {:part, part} when byte_size(acc) + byte_size(part) > s.opts.max_bytes ->
+        oversized(s, byte_size(acc) + byte_size(part))
+
+      {:part, part} ->
+        :ok = :httpc.stream_next(pid)
+        body(s, pid, acc <> part)
+
+      {:end, _headers} ->
+        case s.length do
+          {:ok, length} when length > byte_size(acc) -> truncated(s, length)
+          _ -> {:ok, acc, Wire.show(s.url)}
+        end
+
+      {:error, reason} ->
+        failed(s, reason)
+
+      {:whole, _} ->
+        {:unavailable, "#{Wire.show(s.url)}: :httpc answered twice"}
+
+      {:start, _, _} ->
+        {:unavailable, "#{Wire.show(s.url)}: :httpc answered twice"}
+
+      stop ->
+        stop
+    end
+  end
+
+  # The next message about the request. While it waits, the memory :httpc holds
+  # for the answer is looked at every @poll_ms: it keeps a status line, the
+  # headers and any body but a 200's in memory until they have all come, so an
+  # answer that grows past @max_held_bytes is cancelled (docs/NATIVE.md says
+  # what this bounds). `held` is the part of a 200's body this process holds
+  # (counted twice: a binary that grows may have that much room allocated).
+  defp next(s, since, held \\ 0) do
+    ref = s.ref
+
+    receive do
+      {:http, {^ref, :stream_start, headers, pid}} -> {:start, headers, pid}
+      {:http, {^ref, :stream, part}} -> {:part, part}
+      {:http, {^ref, :stream_end, headers}} -> {:end, headers}
+      {:http, {^ref, {:error, reason}}} -> {:error, reason}
+      {:http, {^ref, response}} -> {:whole, response}
+    after
+      min(@poll_ms, wait(s, since)) ->
+        cond do
+          (bytes = held_by_httpc(s, 2 * held)) > @max_held_bytes ->
+            {:refused,
+             "#{Wire.show(s.url)} sent over #{div(bytes, 1024 * 1024)} MiB of status line, " <>
+               "headers or error body, over the #{div(@max_held_bytes, 1024 * 1024)} MiB " <>
+               "an answer may hold before its body"}
+
+          wait(s, since) == 0 ->
+            timed_out(s)
+
+          true ->
+            next(s, since, held)
         end
     end
   end
 
-  defp getaddr(name, family) do
-    with {:ok, ip} <- :inet.getaddr(name, family), do: {:ok, ip, family}
+  # The heap of the process :httpc reads the answer in, found through its
+  # manager's table of handlers (an OTP internal, read defensively: 0 when it
+  # cannot be), plus the VM's binaries allocated since the request began but for
+  # the body this process holds: :httpc's buffers do not show in its handler's
+  # own list of binaries.
+  defp held_by_httpc(s, held) do
+    binaries = max(:erlang.memory(:binary) - s.binaries_before - held, 0)
+    binaries + handler_heap(s)
   end
 
-  defp tcp_connect(s, address, port, options, timeout) do
-    case :gen_tcp.connect(address, port, options, timeout) do
-      {:ok, socket} ->
-        {:ok, socket}
+  defp handler_heap(s) do
+    table = :"httpc_#{s.profile}__handler_db"
 
-      {:error, :timeout} ->
-        {:unavailable, "connecting to #{shown(s.url)}: no answer for #{timeout} ms (timed out)"}
-
-      {:error, reason} ->
-        {:unavailable, "connecting to #{shown(s.url)} failed: #{inspect(reason)}"}
-    end
-  end
-
-  defp tls_connect(s, tcp, tls, timeout) do
-    case :ssl.connect(tcp, tls, timeout) do
-      {:ok, socket} ->
-        {:ok, {:ssl, socket}}
-
-      {:error, {:tls_alert, {alert, description}}} ->
-        _ = :gen_tcp.close(tcp)
-
-        {:refused,
-         "the TLS handshake with #{shown(s.url)} failed (#{alert}: " <>
-           "#{description |> to_string() |> String.replace(~r/\s+/, " ") |> String.trim()})"}
-
-      {:error, reason} ->
-        _ = :gen_tcp.close(tcp)
-        {:unavailable, "the TLS handshake with #{shown(s.url)} failed: #{inspect(reason)}"}
-    end
-  end
-
-  defp close({:tcp, socket}), do: :gen_tcp.close(socket)
-  defp close({:ssl, socket}), do: :ssl.close(socket)
-
-  defp send_data({:tcp, socket}, data), do: :gen_tcp.send(socket, data)
-  defp send_data({:ssl, socket}, data), do: :ssl.send(socket, data)
-
-  # The next bytes, waiting at most the idle timeout and never past the deadline.
-  defp recv(s) do
-    left = s.deadline - System.monotonic_time(:millisecond)
-    wait = min(s.opts.timeout_ms, max(left, 0))
-
-    result =
-      case s.socket do
-        {:tcp, socket} -> :gen_tcp.recv(socket, 0, wait)
-        {:ssl, socket} -> :ssl.recv(socket, 0, wait)
-      end
-
-    case result do
-      {:ok, data} ->
-        {:ok, data}
-
-      {:error, :timeout} when wait < s.opts.timeout_ms ->
-        {:unavailable,
-         "downloading #{shown(s.url)}: not done within #{s.opts.timeout_ms * 20} ms (timed out)"}
-
-      {:error, :timeout} ->
-        {:unavailable,
-         "downloading #{shown(s.url)}: no answer for #{s.opts.timeout_ms} ms (timed out)"}
-
-      {:error, :closed} ->
-        :closed
-
-      {:error, reason} ->
-        {:unavailable, "downloading #{shown(s.url)} failed: #{inspect(reason)}"}
-    end
-  end
-
-  # -- request and response -------------------------------------------------------
-
-  defp send_request(s, %URI{} = uri) do
-    target = (uri.path || "/") <> if(uri.query, do: "?" <> uri.query, else: "")
-    host = if String.contains?(uri.host, ":"), do: "[#{uri.host}]", else: uri.host
-    default_port = if uri.scheme == "https", do: 443, else: 80
-    host = if uri.port == default_port, do: host, else: "#{host}:#{uri.port}"
-
-    auth =
-      case uri.userinfo do
-        nil -> []
-        info -> ["authorization: Basic ", Base.encode64(URI.decode(info)), "\r\n"]
-      end
-
-    request = [
-      "GET ",
-      target,
-      " HTTP/1.1\r\nhost: ",
-      host,
-      "\r\nuser-agent: hrw-native-compiler\r\naccept-encoding: identity\r\n",
-      auth,
-      "connection: close\r\n\r\n"
-    ]
-
-    case send_data(s.socket, request) do
-      :ok ->
-        :ok
-
-      {:error, reason} ->
-        {:unavailable, "sending the request for #{shown(s.url)} failed: #{inspect(reason)}"}
-    end
-  end
-
-  defp read_head(s, buffer) do
-    case :binary.match(buffer, "\r\n\r\n") do
-      {at, 4} when at + 4 <= @max_head_bytes ->
-        {head, rest} = split_at(buffer, at + 4)
-        parse_head(s, head, rest)
-
-      _ when byte_size(buffer) >= @max_head_bytes ->
-        {:refused,
-         "#{shown(s.url)} sent over #{@max_head_bytes} bytes of status line and headers"}
-
-      :nomatch ->
-        case recv(s) do
-          {:ok, data} -> read_head(s, buffer <> data)
-          :closed -> {:unavailable, "#{shown(s.url)} closed the connection before answering"}
-          error -> error
-        end
-    end
-  end
-
-  defp parse_head(s, head, rest) do
-    with {:ok, {:http_response, _version, status, _reason}, lines} <-
-           :erlang.decode_packet(:http_bin, head, []),
-         {:ok, headers} <- parse_headers(lines, []) do
-      {:ok, status, headers, rest}
+    with [entry] <- :ets.lookup(table, s.ref),
+         pid when is_pid(pid) <-
+           entry |> Tuple.to_list() |> Enum.find(&(is_pid(&1) and &1 != self())),
+         {:memory, memory} <- Process.info(pid, :memory) do
+      memory
     else
-      _ -> {:unavailable, "#{shown(s.url)} did not answer with an HTTP response"}
+      _ -> 0
+    end
+  rescue
+    ArgumentError -> 0
+  end
+
+  defp binary_headers(headers),
+    do: for({name, value} <- headers, do: {String.downcase(to_string(name)), to_binary(value)})
+
+  defp to_binary(value) when is_list(value), do: :erlang.list_to_binary(value)
+  defp to_binary(value), do: to_string(value)
+
+  defp values(headers, name), do: for({^name, value} <- headers, do: value)
+
+  # What is left of a wait that began at `since`: at most the timeout, never past
+  # the deadline.
+  defp wait(s, since), do: max(min(since + s.opts.timeout_ms, s.deadline) - now(), 0)
+
+  defp timed_out(s) do
+    if s.deadline - now() <= 0,
+      do:
+        {:unavailable,
+         "downloading #{Wire.show(s.url)}: not done within #{s.opts.timeout_ms * 20} ms (timed out)"},
+      else:
+        {:unavailable,
+         "downloading #{Wire.show(s.url)}: no answer for #{s.opts.timeout_ms} ms (timed out)"}
+  end
+
+  defp failed(s, closed)
+       when closed in [:socket_closed_remotely, {:shutdown, :server_closed}] do
+    cond do
+      match?({:ok, _}, s.length) -> truncated(s, elem(s.length, 1))
+      s.chunked -> {:refused, "#{Wire.show(s.url)} was truncated: the chunked body did not end"}
+      true -> {:unavailable, "#{Wire.show(s.url)} closed the connection before its answer ended"}
     end
   end
 
-  defp parse_headers(text, acc) do
-    case :erlang.decode_packet(:httph_bin, text, []) do
-      {:ok, :http_eoh, _} ->
-        {:ok, Enum.reverse(acc)}
+  defp failed(s, :timeout), do: timed_out(%{s | deadline: now()})
 
-      {:ok, {:http_header, _, name, _, value}, rest} ->
-        parse_headers(rest, [{name |> to_string() |> String.downcase(), value} | acc])
+  # :httpc lists a reason per address family tried (:inet6 first, then :inet),
+  # and :tls after a proxy's CONNECT: a TLS alert wins, else the last one.
+  defp failed(s, {:failed_connect, details}) do
+    reasons = for {family, _, reason} <- details, family in [:inet, :inet6, :tls], do: reason
 
-      _ ->
-        :error
+    reason =
+      Enum.find(reasons, &match?({:tls_alert, _}, &1)) || List.last(reasons) ||
+        {:failed_connect, details}
+
+    via = if s.proxy, do: " (through the proxy #{s.proxy.shown})", else: ""
+
+    case reason do
+      {:tls_alert, {alert, description}} ->
+        {:refused,
+         "the TLS handshake with #{Wire.show(s.url)}#{via} failed (#{alert}: " <>
+           "#{description |> to_string() |> String.replace(~r/\s+/, " ") |> String.trim() |> Wire.escape()})"}
+
+      :timeout ->
+        {:unavailable,
+         "connecting to #{Wire.show(s.url)}#{via}: no answer for #{s.opts.timeout_ms} ms (timed out)"}
+
+      reason ->
+        {:unavailable, "connecting to #{Wire.show(s.url)}#{via} failed: #{describe(reason)}"}
     end
   end
 
-  defp respond(s, status, headers, _rest) when status in @redirects do
-    case header(headers, "location") do
-      [location] ->
-        {:redirect, s.url |> URI.merge(location) |> to_string()}
+  defp failed(s, {:could_not_establish_ssl_tunnel, {_, status, _}}),
+    do:
+      {:unavailable,
+       "the proxy #{s.proxy.shown} answered HTTP #{status} to the CONNECT for #{Wire.show(s.url)}"}
 
-      _ ->
-        {:unavailable, "#{shown(s.url)} answered #{status} with no single location"}
+  defp failed(s, reason),
+    do: {:unavailable, "downloading #{Wire.show(s.url)} failed: #{describe(reason)}"}
+
+  # A reason in words when it is a POSIX error, else shown briefly and escaped.
+  defp describe(reason) when is_atom(reason) do
+    case :inet.format_error(reason) do
+      ~c"unknown POSIX error" ++ _ -> Atom.to_string(reason)
+      text -> "#{text} (#{reason})"
     end
   end
 
-  defp respond(s, 200, headers, rest) do
-    chunked? = Enum.any?(header(headers, "transfer-encoding"), &(&1 =~ ~r/chunked/i))
-
-    case {chunked?, header(headers, "content-length")} do
-      {true, _} ->
-        chunked(s, rest, 0, [])
-
-      {false, []} ->
-        until_closed(s, rest)
-
-      {false, values} ->
-        case values |> Enum.map(&Integer.parse/1) |> Enum.uniq() do
-          [{length, ""}] when length > s.opts.max_bytes -> oversized(s, length)
-          [{length, ""}] when length >= 0 -> exactly(s, rest, length)
-          _ -> {:refused, "#{shown(s.url)} sent a bad content-length: #{Enum.join(values, ", ")}"}
-        end
-    end
-  end
-
-  defp respond(s, status, _headers, _rest),
-    do: {:unavailable, "#{shown(s.url)} answered HTTP #{status}"}
-
-  defp header(headers, name), do: for({^name, value} <- headers, do: value)
-
-  # -- bodies, each bounded by max_bytes --------------------------------------------
-
-  defp exactly(s, body, length) when byte_size(body) >= length,
-    do: {:ok, binary_part(body, 0, length), s.url}
-
-  defp exactly(s, body, length) do
-    case recv(s) do
-      {:ok, data} -> exactly(s, body <> data, length)
-      :closed -> truncated(s, byte_size(body), length)
-      error -> error
-    end
-  end
-
-  defp until_closed(s, body) when byte_size(body) > s.opts.max_bytes,
-    do: oversized(s, byte_size(body))
-
-  defp until_closed(s, body) do
-    case recv(s) do
-      {:ok, data} -> until_closed(s, body <> data)
-      :closed -> {:ok, body, s.url}
-      error -> error
-    end
-  end
-
-  # Chunked transfer coding (RFC 9112, 7.1): size line, data, CRLF; a 0 size ends.
-  defp chunked(s, buffer, size, acc) do
-    case :binary.split(buffer, "\r\n") do
-      [line, rest] ->
-        case Integer.parse(line |> String.split(";") |> hd() |> String.trim(), 16) do
-          {0, ""} ->
-            {:ok, IO.iodata_to_binary(acc), s.url}
-
-          {n, ""} when n > 0 and size + n > s.opts.max_bytes ->
-            oversized(s, size + n)
-
-          {n, ""} when n > 0 ->
-            with {:ok, data, rest} <- take(s, rest, n + 2),
-                 {chunk, "\r\n"} <- split_at(data, n) do
-              chunked(s, rest, size + n, [acc | chunk])
-            else
-              {:truncated, got} -> truncated(s, size + got, size + n)
-              error when is_tuple(error) -> error
-              _ -> {:refused, "#{shown(s.url)} sent a malformed chunked body"}
-            end
-
-          _ ->
-            {:refused, "#{shown(s.url)} sent a malformed chunked body"}
-        end
-
-      [_] when byte_size(buffer) > 1024 ->
-        {:refused, "#{shown(s.url)} sent a malformed chunked body"}
-
-      [_] ->
-        case recv(s) do
-          {:ok, data} -> chunked(s, buffer <> data, size, acc)
-          :closed -> {:refused, "#{shown(s.url)} was truncated: the chunked body did not end"}
-          error -> error
-        end
-    end
-  end
-
-  defp take(_s, buffer, n) when byte_size(buffer) >= n do
-    {data, rest} = split_at(buffer, n)
-    {:ok, data, rest}
-  end
-
-  defp take(s, buffer, n) do
-    case recv(s) do
-      {:ok, data} -> take(s, buffer <> data, n)
-      :closed -> {:truncated, max(byte_size(buffer) - 2, 0)}
-      error -> error
-    end
-  end
-
-  defp split_at(binary, n),
-    do: {binary_part(binary, 0, n), binary_part(binary, n, byte_size(binary) - n)}
+  defp describe(reason), do: Wire.escape(inspect(reason, limit: 8, printable_limit: 100))
 
   defp oversized(s, size),
     do:
       {:refused,
-       "#{shown(s.url)} is at least #{size} bytes, over the #{s.opts.max_bytes}-byte limit of an archive"}
+       "#{Wire.show(s.url)} is at least #{size} bytes, over the #{s.opts.max_bytes}-byte limit of an archive"}
 
-  defp truncated(s, size, length),
-    do: {:refused, "#{shown(s.url)} was truncated: #{size} of its #{length} bytes arrived"}
+  # Not how many bytes came: :httpc holds back what came with the head.
+  defp truncated(s, length),
+    do:
+      {:refused,
+       "#{Wire.show(s.url)} was truncated: the connection closed before its " <>
+         "#{length} declared bytes arrived"}
 
-  defp shown(url), do: Precompiled.redact(url)
+  defp now, do: System.monotonic_time(:millisecond)
+
+  defp to_list(text), do: :binary.bin_to_list(text)
 
   # -- TLS --------------------------------------------------------------------------
 
-  defp tls_options(%URI{scheme: "https", host: host}, opts) do
+  defp tls_options(%{scheme: "https", host: host}, opts) do
     with {:ok, cacerts} <- cacerts(opts) do
       # The alert is in the result's message: ssl need not log it too.
       {:ok,
@@ -399,19 +430,19 @@ defmodule Mix.HrwNative.Download do
     end
   end
 
-  defp tls_options(_uri, _opts), do: {:ok, []}
+  defp tls_options(_url, _opts), do: {:ok, []}
 
   # A host name goes out as SNI and is matched against DNS names. An IP literal
   # must not be sent as SNI (RFC 6066, 3); with SNI disabled ssl checks no name,
   # so verify_peer_ip/3 matches the certificate's IP addresses itself.
   defp peer_check(host) do
-    case :inet.parse_address(String.to_charlist(host)) do
+    case Wire.ip_literal(host) do
       {:ok, ip} ->
         [server_name_indication: :disable, verify_fun: {&__MODULE__.verify_peer_ip/3, ip}]
 
-      {:error, _} ->
+      :error ->
         [
-          server_name_indication: String.to_charlist(host),
+          server_name_indication: to_list(host),
           customize_hostname_check: [
             match_fun: :public_key.pkix_verify_hostname_match_fun(:https)
           ]
@@ -434,12 +465,7 @@ defmodule Mix.HrwNative.Download do
       else: {:fail, :hostname_check_failed}
   end
 
-  defp cacerts(%{cacerts_path: path}) when is_binary(path) do
-    case read_pem(path) do
-      {:ok, certs} -> {:ok, certs}
-      {:error, reason} -> {:refused, "HRW_NATIVE_CACERTS_PATH: #{reason}"}
-    end
-  end
+  defp cacerts(%{cacerts: [_ | _] = cacerts}), do: {:ok, cacerts}
 
   defp cacerts(_opts) do
     {:ok, :public_key.cacerts_get()}
@@ -450,14 +476,16 @@ defmodule Mix.HrwNative.Download do
          "set HRW_NATIVE_CACERTS_PATH to a PEM file"}
   end
 
-  @doc false
-  # The DER certificates of a PEM file of at most 16 MiB; an error naming the file
-  # when it cannot be read or holds none.
+  @doc """
+  The DER certificates of the PEM file `path`, read once and at most
+  #{div(@max_cacerts_bytes, 1024 * 1024)} MiB (an OS's whole store is about 0.2 MiB);
+  an error naming the file when it cannot be read or holds none.
+  """
   @spec read_pem(Path.t()) :: {:ok, [binary()]} | {:error, String.t()}
   def read_pem(path) do
     :ok = on_code_path([:crypto, :asn1, :public_key])
 
-    with {:ok, text} <- Mix.HrwNative.SafeFile.read(path, 16 * 1024 * 1024),
+    with {:ok, text} <- Mix.HrwNative.SafeFile.read(path, @max_cacerts_bytes),
          [_ | _] = certs <-
            for({:Certificate, der, :not_encrypted} <- safe_pem_decode(text), do: der) do
       {:ok, certs}
@@ -476,8 +504,8 @@ defmodule Mix.HrwNative.Download do
 
   @doc false
   # Mix 1.15+ keeps only the project's own applications on the code path while it
-  # compiles, so OTP's :ssl, :public_key and :crypto must be put back before they
-  # are used (`Mix.ensure_application!/1`, which Elixir 1.14 lacks and does not need).
+  # compiles, so OTP's :ssl, :public_key, :inets and :crypto must be put back before
+  # they are used (`Mix.ensure_application!/1`, which Elixir 1.14 lacks and does not need).
   @spec on_code_path([atom()]) :: :ok
   def on_code_path(apps) do
     if function_exported?(Mix, :ensure_application!, 1) do

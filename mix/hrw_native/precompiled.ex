@@ -1,7 +1,7 @@
 defmodule Mix.HrwNative.Precompiled do
   @moduledoc """
-  Precompiled hrw NIFs: naming, verification, download and cache, with OTP alone
-  (`:httpc`, `:ssl`, `:public_key`, `:crypto`, `:erl_tar`; no Hex package).
+  Precompiled hrw NIFs: naming, verification and cache, with OTP alone (`:crypto`,
+  `:zlib`, `:erl_tar`; no Hex package); the download is `Mix.HrwNative.Download`'s.
 
   The conventions are RustlerPrecompiled's, so that moving to it later changes little:
 
@@ -41,7 +41,6 @@ defmodule Mix.HrwNative.Precompiled do
   @max_tar_bytes @max_library_bytes + 64 * 1024
   @max_checksum_file_bytes 1024 * 1024
   @default_timeout_ms 30_000
-  @loopback ["127.0.0.1", "localhost", "::1"]
 
   @typedoc "A Rust target triple, such as `x86_64-unknown-linux-gnu`."
   @type target :: String.t()
@@ -100,24 +99,6 @@ defmodule Mix.HrwNative.Precompiled do
   @doc "The size limit of the library an archive holds, in bytes."
   @spec max_library_bytes() :: pos_integer()
   def max_library_bytes, do: @max_library_bytes
-
-  @doc """
-  `url` as it may be shown: its userinfo (`user:password@`) replaced by `***@`.
-  Every message that names a URL goes through it.
-
-      iex> Mix.HrwNative.Precompiled.redact("http://user:secret@127.0.0.1:8080/m")
-      "http://***@127.0.0.1:8080/m"
-
-      iex> Mix.HrwNative.Precompiled.redact("https://mirror.example/hrw")
-      "https://mirror.example/hrw"
-  """
-  @spec redact(String.t()) :: String.t()
-  def redact(url) when is_binary(url) do
-    # Not URI.parse/1: it must also hide the userinfo of a URL that is not valid.
-    Regex.replace(~r{\A([A-Za-z][A-Za-z0-9+.-]*:)?//[^/?#]*@}, url, fn _, scheme ->
-      scheme <> "//***@"
-    end)
-  end
 
   @doc """
   The running VM's target triple, normalized as Rust names targets, from
@@ -266,26 +247,6 @@ defmodule Mix.HrwNative.Precompiled do
   end
 
   @doc """
-  Checks that `url` may be downloaded from: `https`, or plain `http` only to a
-  loopback host (`127.0.0.1`, `localhost`, `::1`), for tests and local mirrors.
-  """
-  @spec check_url(String.t()) :: :ok | {:error, String.t()}
-  def check_url(url) do
-    case URI.parse(url) do
-      %URI{scheme: "https", host: host} when is_binary(host) and host != "" ->
-        :ok
-
-      %URI{scheme: "http", host: host} when host in @loopback ->
-        :ok
-
-      _ ->
-        {:error,
-         "#{inspect(redact(url))} is not an https URL (plain http is allowed only to " <>
-           "127.0.0.1, localhost or [::1])"}
-    end
-  end
-
-  @doc """
   Gets the library for `opts.target`: from the cache when an archive is there,
   else downloaded from `opts.base_url` and cached. Every archive, cached or
   downloaded, is checked against the checksum file before anything is returned,
@@ -311,8 +272,23 @@ defmodule Mix.HrwNative.Precompiled do
           :error ->
             {:unavailable,
              "no precompiled archive #{name} is listed in the checksum file " <>
-               "#{opts.checksum_file} (it lists #{map_size(checksums)} archives)"}
+               "#{opts.checksum_file} (#{listed(checksums)})"}
         end
+    end
+  end
+
+  defp listed(checksums) do
+    case checksums |> Map.keys() |> Enum.map(&archive_target/1) |> Enum.uniq() |> Enum.sort() do
+      [] -> "it lists none: no archive is published for this version"
+      targets -> "it lists archives for #{Enum.join(targets, ", ")}"
+    end
+  end
+
+  # The target and NIF version an archive's name is for, as shown.
+  defp archive_target(name) do
+    case Regex.run(~r/-nif-([0-9.]+)-(.+)\.(so|dll)\.tar\.gz\z/, name) do
+      [_, nif, target, _] -> "#{target} (NIF #{nif})"
+      nil -> Mix.HrwNative.Wire.escape(name)
     end
   end
 
@@ -336,7 +312,7 @@ defmodule Mix.HrwNative.Precompiled do
   end
 
   defp usable_cache(dir) do
-    case Mix.HrwNative.SafeFile.trusted_dir(dir) do
+    case Mix.HrwNative.SafeFile.private_dir(dir) do
       :ok ->
         :ok
 
@@ -346,10 +322,14 @@ defmodule Mix.HrwNative.Precompiled do
     end
   end
 
-  defp read_cached(path) do
-    case Mix.HrwNative.SafeFile.read(path, @max_archive_bytes) do
+  # An entry replaced while it was opened (another compile's rename) is read
+  # again; one that keeps changing is left alone, and the archive downloaded.
+  defp read_cached(path, tries \\ 3) do
+    case Mix.HrwNative.SafeFile.read_own(path, @max_archive_bytes) do
       {:ok, archive} -> {:ok, archive}
       {:error, :enoent} -> {:error, :enoent}
+      {:error, :changed} when tries > 1 -> read_cached(path, tries - 1)
+      {:error, :changed} -> {:untrusted, "#{path} keeps changing"}
       {:error, reason} -> {:refused, "the cache entry #{reason}"}
     end
   end
@@ -360,25 +340,15 @@ defmodule Mix.HrwNative.Precompiled do
     download_opts = %{
       timeout_ms: Map.get(opts, :timeout_ms, @default_timeout_ms),
       max_bytes: Map.get(opts, :max_bytes, @max_archive_bytes),
-      cacerts_path: Map.get(opts, :cacerts_path)
+      cacerts: Map.get(opts, :cacerts),
+      proxies: Map.get(opts, :proxies, Mix.HrwNative.Proxy.settings(%{}))
     }
 
-    with :ok <- url_allowed(url),
-         {:ok, archive, from} <- Mix.HrwNative.Download.download(url, download_opts),
-         {:ok, library} <- verify(archive, name, expected, redact(from), opts) do
+    with {:ok, archive, from} <- Mix.HrwNative.Download.download(url, download_opts),
+         {:ok, library} <- verify(archive, name, expected, from, opts) do
       # Best effort: a cache that cannot be written costs a download next time.
       if cache?, do: _ = Mix.HrwNative.SafeFile.write(cached, archive)
-      {:ok, library, redact(from)}
-    end
-  end
-
-  @doc false
-  # check_url/1 as a fetch result: a URL that is not allowed refuses the archive.
-  @spec url_allowed(String.t()) :: :ok | {:refused, String.t()}
-  def url_allowed(url) do
-    case check_url(url) do
-      :ok -> :ok
-      {:error, reason} -> {:refused, "refusing to download from " <> reason}
+      {:ok, library, from}
     end
   end
 
@@ -438,7 +408,14 @@ defmodule Mix.HrwNative.Precompiled do
         inflate_chunks(z, :zlib.safeInflate(z, <<>>), name, size, [acc | output])
 
       state == :finished ->
-        {:ok, IO.iodata_to_binary([acc | output])}
+        # All input read; inflateEnd raises unless the gzip stream also ended,
+        # its trailer (CRC-32 and length) checked.
+        try do
+          :ok = :zlib.inflateEnd(z)
+          {:ok, IO.iodata_to_binary([acc | output])}
+        rescue
+          _ -> {:refused, "#{name} is truncated or corrupt: its gzip stream does not end"}
+        end
     end
   end
 

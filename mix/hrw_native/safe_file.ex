@@ -4,8 +4,10 @@ defmodule Mix.HrwNative.SafeFile do
   write to: every temporary file is created exclusively (`O_CREAT | O_EXCL`, which
   also refuses a link planted at its name) under a random name, then renamed over
   its destination (a rename replaces a link, never writes through it); every read
-  is capped before a byte is read; a folder that others can write and that is not
-  ours is refused.
+  is capped before a byte is read; a file of the cache is read only if it is ours,
+  in a folder of ours closed to others, opened so that a FIFO cannot block
+  (`read_own/2`); an install folder that others can write and that is not ours is
+  refused.
   """
 
   import Bitwise
@@ -96,6 +98,145 @@ defmodule Mix.HrwNative.SafeFile do
         {:error, "#{path} cannot be read (#{:file.format_error(reason)})"}
     end
   end
+
+  @doc """
+  Reads the file `path` that this user owns, if it is a regular file of at most
+  `max` bytes, so that nothing swapped in at its name can block or mislead the
+  read: it is opened for reading and writing (which never waits for a writer, as
+  a read-only open of a FIFO does; nothing is written) and then checked as
+  opened: a regular file, ours, the one `lstat` saw. On a read-only filesystem,
+  where nothing can be swapped in, it is opened for reading. `{:error, :enoent}`
+  when there is none, `{:error, :changed}` when it was replaced while opened,
+  `{:error, message}` for anything else.
+  """
+  @spec read_own(Path.t(), non_neg_integer()) ::
+          {:ok, binary()} | {:error, :enoent | :changed | String.t()}
+  def read_own(path, max) do
+    with {:ok, seen} <- regular(path, max),
+         :ok <- ours(path, seen),
+         {:ok, fd} <- open_own(path) do
+      try do
+        with {:ok, opened} <- :file.read_file_info(fd, time: :posix),
+             :ok <- same(path, seen, File.Stat.from_record(opened)) do
+          read_fd(fd, path, max)
+        end
+      after
+        :ok = :file.close(fd)
+      end
+    end
+  end
+
+  defp regular(path, max) do
+    case File.lstat(path) do
+      {:ok, %File.Stat{type: :regular, size: size}} when size > max ->
+        {:error, "#{path} is #{size} bytes, over the #{max}-byte limit"}
+
+      {:ok, %File.Stat{type: :regular} = stat} ->
+        {:ok, stat}
+
+      {:ok, %File.Stat{type: type}} ->
+        {:error, "#{path} is a #{type}, not a regular file"}
+
+      {:error, :enoent} ->
+        {:error, :enoent}
+
+      {:error, reason} ->
+        {:error, "#{path} cannot be read (#{:file.format_error(reason)})"}
+    end
+  end
+
+  defp ours(path, %File.Stat{uid: uid}) do
+    if windows?() or uid == our_uid(),
+      do: :ok,
+      else: {:error, "#{path} belongs to user #{uid}, not to this one"}
+  end
+
+  defp open_own(path) do
+    case :file.open(path, [:read, :write, :binary, :raw]) do
+      {:ok, fd} ->
+        {:ok, fd}
+
+      {:error, :erofs} ->
+        with {:error, reason} <- :file.open(path, [:read, :binary, :raw]),
+             do: open_error(path, reason)
+
+      {:error, reason} ->
+        open_error(path, reason)
+    end
+  end
+
+  defp open_error(_path, :enoent), do: {:error, :enoent}
+
+  defp open_error(path, reason),
+    do: {:error, "#{path} cannot be opened (#{:file.format_error(reason)})"}
+
+  defp same(path, seen, opened) do
+    cond do
+      {opened.inode, opened.major_device} != {seen.inode, seen.major_device} ->
+        # Opening created an empty file if the entry had just been removed:
+        # entries are never empty, so that one is ours to take away.
+        if opened.size == 0 and opened.type == :regular, do: _ = File.rm(path)
+        {:error, :changed}
+
+      opened.type != :regular ->
+        {:error, "#{path} is a #{opened.type}, not a regular file"}
+
+      true ->
+        :ok
+    end
+  end
+
+  defp read_fd(fd, path, max) do
+    case :file.read(fd, max + 1) do
+      {:ok, data} when byte_size(data) > max -> {:error, "#{path} is over the #{max}-byte limit"}
+      {:ok, data} -> {:ok, data}
+      :eof -> {:ok, ""}
+      {:error, reason} -> {:error, "#{path} cannot be read (#{:file.format_error(reason)})"}
+    end
+  end
+
+  @doc """
+  `:ok` when the folder `dir` (created if missing, readable by this user only) is
+  this user's and nobody else can write to it: a cache whose entries are
+  trusted. `{:error, message}` naming it otherwise. Not checked on Windows, whose
+  permissions are not POSIX modes.
+  """
+  @spec private_dir(Path.t()) :: :ok | {:error, String.t()}
+  def private_dir(dir) do
+    created? = not File.exists?(dir)
+
+    with :ok <- mkdir(dir),
+         :ok <- if(created?, do: chmod(dir, 0o700), else: :ok),
+         {:ok, %File.Stat{uid: uid, mode: mode}} <- stat(dir) do
+      cond do
+        windows?() ->
+          :ok
+
+        uid != our_uid() ->
+          {:error, "#{dir} belongs to user #{uid}, not to this one: it is not used"}
+
+        (mode &&& 0o022) != 0 ->
+          {:error,
+           "#{dir} can be written by other users (mode #{Integer.to_string(mode &&& 0o7777, 8)}): " <>
+             "it is not used"}
+
+        true ->
+          :ok
+      end
+    end
+  end
+
+  defp chmod(dir, mode) do
+    case File.chmod(dir, mode) do
+      :ok ->
+        :ok
+
+      {:error, reason} ->
+        {:error, "#{dir} cannot be made private (#{:file.format_error(reason)})"}
+    end
+  end
+
+  defp windows?, do: match?({:win32, _}, :os.type())
 
   @doc """
   `:ok` when the folder `dir` (created if missing) may be written: it is ours, or

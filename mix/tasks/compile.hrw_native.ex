@@ -33,7 +33,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
   Environment, every `HRW_NATIVE_*` variable checked up front (`check_settings/1`;
   docs/NATIVE.md has the table): `HRW_NATIVE_BASE_URL` (a mirror; plain http only
   to a loopback host), `HRW_NATIVE_CACHE_DIR` (an absolute path; default
-  `:filename.basedir(:user_cache, "hrw")`, `~/.cache/hrw` on Linux),
+  `$XDG_CACHE_HOME/hrw` when that is absolute, else `~/.cache/hrw` on Linux,
+  `~/Library/Caches/hrw` on macOS),
   `HRW_NATIVE_TARGET` (the triple whose archive to use, or to build for with
   `cargo build --target`), `HRW_NATIVE_TIMEOUT_MS` (1 to 3600000, default 30000:
   the longest wait for a connection or the next bytes; a whole download gets 20
@@ -57,7 +58,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
   """
   use Mix.Task.Compiler
 
-  alias Mix.HrwNative.Precompiled
+  alias Mix.HrwNative.{Precompiled, Proxy, Wire}
 
   @crate "hrw_nif"
 
@@ -86,12 +87,14 @@ defmodule Mix.Tasks.Compile.HrwNative do
          fetch_opts = Map.merge(opts, %{target: target, nif_version: nif}),
          {:ok, library, from} <- Precompiled.fetch(fetch_opts) do
       name = Precompiled.archive_name(opts.version, nif, target)
+      installed = install!(library, dest)
 
       Mix.shell().info(
-        "Installing the precompiled hrw NIF #{name} (SHA-256 verified) from #{from}"
+        "Installed the precompiled hrw NIF #{name} (SHA-256 verified) from #{from}" <>
+          if(installed, do: "", else: " (unchanged)")
       )
 
-      if install!(library, dest), do: :ok, else: :noop
+      if installed, do: :ok, else: :noop
     else
       {:unavailable, reason} ->
         build_or_raise(native, dest, env, opts, reason)
@@ -124,7 +127,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
         Mix.raise(
           "no precompiled hrw NIF for #{describe_target(opts)}: #{reason}. To build it " <>
             "from source instead, put cargo (the Rust toolchain, https://rustup.rs) on " <>
-            "PATH and compile again. Archives exist for: #{Enum.join(Precompiled.targets(), ", ")}"
+            "PATH and compile again"
         )
 
       {cargo, nil} ->
@@ -199,7 +202,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
       version: project[:version],
       checksum_file: Path.expand("../../" <> Precompiled.checksum_file_name(), __DIR__),
       base_url: nonempty(env["HRW_NATIVE_BASE_URL"]) || project[:hrw_native][:base_url],
-      cache_dir: nonempty(env["HRW_NATIVE_CACHE_DIR"]) || :filename.basedir(:user_cache, "hrw"),
+      cache_dir: nonempty(env["HRW_NATIVE_CACHE_DIR"]) || user_cache_dir(env),
       target: target,
       cross_target: cross_target,
       nif_version: nif_version,
@@ -207,12 +210,53 @@ defmodule Mix.Tasks.Compile.HrwNative do
       architecture: architecture,
       timeout_ms: timeout(env["HRW_NATIVE_TIMEOUT_MS"]),
       cacerts_path: nonempty(env["HRW_NATIVE_CACERTS_PATH"]),
+      cacerts: cacerts(nonempty(env["HRW_NATIVE_CACERTS_PATH"])),
+      proxies: Proxy.settings(env),
       force_build:
         truthy?(env["HRW_NATIVE_BUILD"]) or
           truthy?(env["RUSTLER_PRECOMPILED_FORCE_BUILD_ALL"]) or
           Application.get_env(:hrw, :build_from_source, false) == true,
       cargo: System.find_executable("cargo")
     }
+  end
+
+  # The per-user cache: XDG_CACHE_HOME/hrw (~/.cache/hrw) on Linux and the BSDs,
+  # ~/Library/Caches/hrw on macOS. A relative XDG_CACHE_HOME is ignored, as the XDG
+  # rule says (:filename.basedir/2 would take it, relative to the dependency).
+  defp user_cache_dir(env) do
+    xdg = nonempty(env["XDG_CACHE_HOME"])
+    home = nonempty(env["HOME"])
+
+    cond do
+      :os.type() != {:unix, :linux} and not match?({:unix, :freebsd}, :os.type()) ->
+        :filename.basedir(:user_cache, "hrw")
+
+      xdg && Path.type(xdg) == :absolute ->
+        Path.join(xdg, "hrw")
+
+      home && Path.type(home) == :absolute ->
+        Path.join([home, ".cache", "hrw"])
+
+      true ->
+        Path.join([System.tmp_dir!(), "hrw-cache"])
+    end
+  end
+
+  # The CA bundle, read and parsed once here (the download takes the result).
+  defp cacerts(nil), do: nil
+
+  defp cacerts(path) do
+    case Mix.HrwNative.Download.read_pem(path) do
+      {:ok, certs} ->
+        certs
+
+      {:error, reason} ->
+        setting_error(
+          "HRW_NATIVE_CACERTS_PATH",
+          path,
+          "a PEM file of CA certificates (#{reason})"
+        )
+    end
   end
 
   defp nonempty(value) when value in [nil, ""], do: nil
@@ -240,17 +284,25 @@ defmodule Mix.Tasks.Compile.HrwNative do
           :ok
 
         {:error, accepted} ->
-          Mix.raise("#{name} must be #{accepted}, not #{inspect(Precompiled.redact(value))}")
+          setting_error(name, value, accepted)
       end
     end
 
     :ok
   end
 
+  defp setting_error(name, value, accepted) do
+    shown = if name == "HRW_NATIVE_BASE_URL", do: Wire.show(value), else: Wire.escape(value)
+    Mix.raise("#{name} must be #{accepted}, not #{inspect(shown)}")
+  end
+
   defp check_setting("HRW_NATIVE_BASE_URL", url) do
-    case Precompiled.check_url(url) do
-      :ok -> :ok
-      {:error, _} -> {:error, "an https URL (plain http only to 127.0.0.1, localhost or [::1])"}
+    case Wire.parse(url) do
+      {:ok, _} ->
+        :ok
+
+      {:error, reason} ->
+        {:error, "an https URL (plain http only to 127.0.0.1, localhost or [::1]): #{reason}"}
     end
   end
 
@@ -258,12 +310,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
     if value in ~w(0 1 false true), do: :ok, else: {:error, "1 or true (build), 0 or false"}
   end
 
-  defp check_setting("HRW_NATIVE_CACERTS_PATH", path) do
-    case Mix.HrwNative.Download.read_pem(path) do
-      {:ok, _} -> :ok
-      {:error, reason} -> {:error, "a PEM file of CA certificates (#{reason})"}
-    end
-  end
+  # Read and parsed once, by options/1.
+  defp check_setting("HRW_NATIVE_CACERTS_PATH", _path), do: :ok
 
   defp check_setting("HRW_NATIVE_CACHE_DIR", dir) do
     if Path.type(dir) == :absolute and not String.contains?(dir, <<0>>),
@@ -314,7 +362,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
 
     case Mix.HrwNative.SafeFile.read(library, Precompiled.max_library_bytes()) do
       {:ok, bytes} -> if install!(bytes, dest), do: :ok, else: :noop
-      {:error, reason} -> Mix.raise("cannot read the library cargo built: #{inspect(reason)}")
+      {:error, :enoent} -> Mix.raise("cannot read the library cargo built: #{library} is gone")
+      {:error, reason} -> Mix.raise("cannot read the library cargo built: #{reason}")
     end
   end
 
@@ -435,12 +484,15 @@ defmodule Mix.Tasks.Compile.HrwNative do
   # Returns true when it installed a new library, false when the same bytes were
   # there. Written through an exclusive temporary file renamed over `dest`.
   defp install!(new, dest) do
-    if Mix.HrwNative.SafeFile.read(dest, byte_size(new)) == {:ok, new} do
+    if Mix.HrwNative.SafeFile.read_own(dest, byte_size(new)) == {:ok, new} do
       false
     else
       case Mix.HrwNative.SafeFile.write(dest, new) do
-        :ok -> true
-        {:error, reason} -> Mix.raise("cannot install the hrw NIF at #{dest}: #{inspect(reason)}")
+        :ok ->
+          true
+
+        {:error, reason} ->
+          Mix.raise("cannot install the hrw NIF at #{dest}: #{:file.format_error(reason)}")
       end
     end
   end

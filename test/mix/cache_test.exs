@@ -70,7 +70,7 @@ defmodule Mix.HrwNative.CacheTest do
     # An entry planted there, valid or not, is not taken.
     File.write!(cached(c), c.fixture.data)
     assert obtain(c, []) == :ok
-    assert_received {:mix_shell, :info, ["Installing the precompiled hrw NIF " <> said]}
+    assert_received {:mix_shell, :info, ["Installed the precompiled hrw NIF " <> said]}
     assert said =~ "from #{c.base_url}/"
     assert_received {:mix_shell, :error, [warning]}
     assert warning =~ "not using the archive cache (HRW_NATIVE_CACHE_DIR): #{c.cache_dir}"

@@ -32,7 +32,7 @@ defmodule Mix.HrwNative.HttpsTest do
     do: serve([tls: c.certs[cert], routes: c.routes] ++ opts)
 
   defp install(c, base, overrides \\ []),
-    do: obtain(c, [base_url: base <> "/m", cacerts_path: c.certs.ca_file] ++ overrides)
+    do: obtain(c, [base_url: base <> "/m", cacerts: c.certs.cacerts] ++ overrides)
 
   test "a certificate is accepted by its DNS name and by its IP address", c do
     for base <- [
@@ -44,7 +44,7 @@ defmodule Mix.HrwNative.HttpsTest do
       File.rm_rf!(c.dest)
       assert install(c, base) == :ok, base
       assert File.read!(c.dest) == c.fixture.library
-      assert_received {:mix_shell, :info, ["Installing the precompiled hrw NIF " <> said]}
+      assert_received {:mix_shell, :info, ["Installed the precompiled hrw NIF " <> said]}
       assert said =~ "from #{base}/m/"
     end
   end
@@ -92,7 +92,7 @@ defmodule Mix.HrwNative.HttpsTest do
     # https to https: followed, and the message names the URL the archive came from.
     up = serve(tls: c.certs.good, handler: fn "/m/" <> name -> redirect("#{tls}/m/#{name}") end)
     assert install(c, up) == :ok
-    assert_received {:mix_shell, :info, ["Installing the precompiled hrw NIF " <> said]}
+    assert_received {:mix_shell, :info, ["Installed the precompiled hrw NIF " <> said]}
     assert said =~ "from #{tls}/m/#{c.fixture.name}"
   end
 end

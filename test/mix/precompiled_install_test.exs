@@ -356,7 +356,7 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
     assert status != 0, "cargo is still on the apps' PATH"
     one = new_app(ctx, "one", env)
     out = sh!("mix", ["release", "--quiet"], one, env)
-    assert out =~ "Installing the precompiled hrw NIF #{ctx.name}"
+    assert out =~ "Installed the precompiled hrw NIF #{ctx.name}"
     assert requests(ctx) -- before == ["/good/" <> ctx.name]
 
     assert sh!(Path.join(one, "_build/prod/rel/one/bin/one"), ["eval", @owner], one, env) ==

@@ -146,6 +146,105 @@ defmodule HRW.Test.NativeMirror do
   defp close({:tcp, socket}), do: :gen_tcp.close(socket)
   defp close({:ssl, socket}), do: ssl().close(socket)
 
+  @doc """
+  Starts a loopback HTTP proxy, stopped when the test ends, and returns its URL
+  (`http://127.0.0.1:<port>`). It tells the test process of every request:
+  `{:proxy_request, method, target, headers}`. A `CONNECT host:port` is answered
+  200 and then relayed both ways (https through the proxy); an absolute-form
+  request (`GET http://host:port/path`) is sent on to that origin in origin form,
+  without the proxy's headers, and its answer relayed back. With `refuse:
+  status`, every request is answered with that status instead.
+  """
+  def proxy(opts \\ []) do
+    {:ok, listen} =
+      :gen_tcp.listen(0, [:binary, ip: {127, 0, 0, 1}, active: false, reuseaddr: true])
+
+    {:ok, port} = :inet.port(listen)
+    parent = self()
+    pid = spawn(fn -> proxy_loop(listen, parent, opts[:refuse]) end)
+    ExUnit.Callbacks.on_exit(fn -> Process.exit(pid, :kill) end)
+    "http://127.0.0.1:#{port}"
+  end
+
+  defp proxy_loop(listen, parent, refuse) do
+    {:ok, client} = :gen_tcp.accept(listen)
+    pid = spawn(fn -> proxy_one(client, parent, refuse) end)
+    :ok = :gen_tcp.controlling_process(client, pid)
+    send(pid, :go)
+    proxy_loop(listen, parent, refuse)
+  end
+
+  defp proxy_one(client, parent, refuse) do
+    receive do
+      :go -> :ok
+    end
+
+    with {:ok, head, rest} <- proxy_head(client, "") do
+      [request_line | lines] = String.split(head, "\r\n")
+      [method, target, _version] = String.split(request_line, " ")
+      headers = for line <- lines, [k, v] <- [String.split(line, ":", parts: 2)], do: {k, v}
+      names = Map.new(headers, fn {k, v} -> {String.downcase(k), String.trim(v)} end)
+      send(parent, {:proxy_request, method, target, names})
+
+      cond do
+        refuse ->
+          :gen_tcp.send(client, "HTTP/1.1 #{refuse} No\r\ncontent-length: 0\r\n\r\n")
+
+        method == "CONNECT" ->
+          [host, port] = String.split(target, ":")
+          {:ok, upstream} = upstream(host, port)
+          :ok = :gen_tcp.send(client, "HTTP/1.1 200 Connection established\r\n\r\n")
+          :ok = :gen_tcp.send(upstream, rest)
+          relay(client, upstream)
+
+        true ->
+          %URI{host: host, port: port, path: path, query: query} = URI.parse(target)
+          {:ok, upstream} = upstream(host, Integer.to_string(port))
+          path = if query, do: "#{path}?#{query}", else: path
+
+          kept =
+            for {k, v} <- headers,
+                not String.starts_with?(String.downcase(k), "proxy-"),
+                do: [k, ":", v, "\r\n"]
+
+          :ok = :gen_tcp.send(upstream, ["#{method} #{path} HTTP/1.1\r\n", kept, "\r\n", rest])
+          relay(client, upstream)
+      end
+    end
+
+    :gen_tcp.close(client)
+  end
+
+  defp upstream(host, port),
+    do:
+      :gen_tcp.connect(String.to_charlist(host), String.to_integer(port), [:binary, active: false])
+
+  defp proxy_head(socket, buffer) do
+    case :binary.split(buffer, "\r\n\r\n") do
+      [head, rest] ->
+        {:ok, head, rest}
+
+      [_] ->
+        with {:ok, data} <- :gen_tcp.recv(socket, 0, 60_000),
+             do: proxy_head(socket, buffer <> data)
+    end
+  end
+
+  # Bytes both ways; when either side closes, so does the other.
+  defp relay(client, upstream) do
+    spawn(fn -> pump(upstream, client) end)
+    pump(client, upstream)
+  end
+
+  defp pump(from, to) do
+    with {:ok, data} <- :gen_tcp.recv(from, 0),
+         :ok <- :gen_tcp.send(to, data) do
+      pump(from, to)
+    else
+      _ -> :gen_tcp.close(to)
+    end
+  end
+
   @doc "A response that redirects to `location`."
   def redirect(location, status \\ 302), do: {status, [{"location", location}], ""}
 
@@ -224,7 +323,7 @@ defmodule HRW.Test.NativeMirror do
     ca_file = Path.join(dir, "ca.pem")
     File.mkdir_p!(dir)
     File.write!(ca_file, public_key().pem_encode([{:Certificate, certs.ca, :not_encrypted}]))
-    Map.put(certs, :ca_file, ca_file)
+    certs |> Map.put(:ca_file, ca_file) |> Map.put(:cacerts, [certs.ca])
   end
 
   defp ipv6, do: <<0::120, 1>>
@@ -373,6 +472,8 @@ defmodule HRW.Test.NativeMirror do
         architecture: "test",
         timeout_ms: 30_000,
         cacerts_path: nil,
+        cacerts: nil,
+        proxies: Mix.HrwNative.Proxy.settings(%{}),
         force_build: false,
         cargo: nil
       },

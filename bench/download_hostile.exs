@@ -1,0 +1,215 @@
+# The compile task's download (Mix.HrwNative.Download, through :httpc) against a
+# hostile loopback server: every row of issue 33's table, plus error bodies and
+# header floods. Each case runs the download in a fresh VM and prints what it
+# answered, how long it took and that VM's peak RSS (VmHWM).
+#
+#   elixir bench/download_hostile.exs [case ...]     (default: every case)
+#
+# The client VMs load mix/hrw_native/*.ex as they are; nothing is compiled first.
+defmodule Hostile do
+  @mib 1024 * 1024
+
+  def cases do
+    ok = "HTTP/1.1 200 OK\r\n"
+
+    [
+      {"chunked, 32 Mi chunks of 1 byte",
+       raw(ok <> "transfer-encoding: chunked\r\n\r\n", fn send ->
+         piece = :binary.copy("1\r\nx\r\n", 65_536)
+         repeat(send, piece, 512)
+       end)},
+      {"chunked, 2 Mi chunks of 1 byte",
+       raw(ok <> "transfer-encoding: chunked\r\n\r\n", fn send ->
+         piece = :binary.copy("1\r\nx\r\n", 65_536)
+         repeat(send, piece, 32)
+         send.("0\r\n\r\n")
+       end)},
+      {"chunk data not followed by CRLF",
+       raw(ok <> "transfer-encoding: chunked\r\n\r\n3\r\nabcXY0\r\n\r\n", nil)},
+      {"Location folded over two lines (obs-fold)",
+       raw(
+         "HTTP/1.1 302 Found\r\nlocation: /x\r\n X-Injected: yes\r\ncontent-length: 0\r\n\r\n",
+         nil
+       )},
+      {"Location with port 99999", redirect("http://127.0.0.1:99999/x")},
+      {"Location with port -1", redirect("http://127.0.0.1:-1/x")},
+      {"Location with port abc", redirect("http://127.0.0.1:abc/x")},
+      {"https Location whose host is invalid UTF-8", redirect("https://\xff\xfe.example/x")},
+      {"Content-Length with ESC and CR", raw(ok <> "content-length: 5\e[2J\r\n\r\nhello", nil)},
+      {"Location with ESC", redirect("/x\e[2J")},
+      {"signed URL answered 404 (secret in the query)",
+       {:path, "/a?X-Amz-Signature=SECRET", status(404, "no")}},
+      {"100 Continue before the 200",
+       raw("HTTP/1.1 100 Continue\r\n\r\n" <> ok <> "content-length: 5\r\n\r\nhello", nil)},
+      {"103 Early Hints before the 200",
+       raw(
+         "HTTP/1.1 103 Early Hints\r\nlink: </a>; rel=preload\r\n\r\n" <>
+           ok <> "content-length: 5\r\n\r\nhello",
+         nil
+       )},
+      {"duplicate, different Content-Length",
+       raw(ok <> "content-length: 5\r\ncontent-length: 6\r\n\r\nhello!", nil)},
+      {"Content-Length longer than the body", raw(ok <> "content-length: 100\r\n\r\nhello", nil)},
+      {"Content-Length over the cap", raw(ok <> "content-length: #{200 * @mib}\r\n\r\n", :stall)},
+      {"body until close, endless",
+       raw(ok <> "connection: close\r\n\r\n", fn send ->
+         repeat(send, :binary.copy("z", 65_536), :infinity)
+       end)},
+      {"chunked, endless 64 KiB chunks",
+       raw(ok <> "transfer-encoding: chunked\r\n\r\n", fn send ->
+         repeat(send, "10000\r\n" <> :binary.copy("z", 65_536) <> "\r\n", :infinity)
+       end)},
+      {"a 1 GiB 404, sent at once",
+       raw("HTTP/1.1 404 No\r\ncontent-length: #{1024 * @mib}\r\n\r\n", fn send ->
+         repeat(send, :binary.copy("e", @mib), 1024)
+       end)},
+      {"a 1 GiB chunked 404, sent at once",
+       raw("HTTP/1.1 404 No\r\ntransfer-encoding: chunked\r\n\r\n", fn send ->
+         repeat(send, "100000\r\n" <> :binary.copy("e", @mib) <> "\r\n", 1024)
+       end)},
+      {"100k headers",
+       raw(ok, fn send ->
+         repeat(send, :binary.copy("x-h: v\r\n", 1000), 100)
+         send.("content-length: 5\r\n\r\nhello")
+       end)},
+      {"a 100 MB header line",
+       raw(ok <> "x-big: ", fn send ->
+         repeat(send, :binary.copy("v", @mib), 100)
+         send.("\r\ncontent-length: 5\r\n\r\nhello")
+       end)},
+      {"slowloris: a header byte every 500 ms", raw(ok, fn send -> drip(send) end)},
+      {"redirect loop", {:loop}},
+      {"a 31 MiB body with its length (accepted)",
+       raw(ok <> "content-length: #{31 * @mib}\r\n\r\n", fn send ->
+         repeat(send, :binary.copy("a", @mib), 31)
+       end)},
+      {"a 31 MiB body in 1 MiB chunks (accepted)",
+       raw(ok <> "transfer-encoding: chunked\r\n\r\n", fn send ->
+         repeat(send, "100000\r\n" <> :binary.copy("a", @mib) <> "\r\n", 31)
+         send.("0\r\n\r\n")
+       end)}
+    ]
+  end
+
+  defp raw(head, :stall), do: {:raw, fn send -> send.(head) && Process.sleep(:infinity) end}
+  defp raw(head, nil), do: {:raw, fn send -> send.(head) end}
+  defp raw(head, fun), do: {:raw, fn send -> send.(head) == :ok && fun.(send) end}
+
+  defp redirect(location),
+    do: raw("HTTP/1.1 302 Found\r\nlocation: #{location}\r\ncontent-length: 0\r\n\r\n", nil)
+
+  defp status(code, body),
+    do: raw("HTTP/1.1 #{code} X\r\ncontent-length: #{byte_size(body)}\r\n\r\n#{body}", nil)
+
+  defp repeat(_send, _data, 0), do: :ok
+
+  defp repeat(send, data, n) do
+    if send.(data) == :ok, do: repeat(send, data, if(n == :infinity, do: n, else: n - 1))
+  end
+
+  defp drip(send) do
+    Process.sleep(500)
+    if send.("x") == :ok, do: drip(send)
+  end
+
+  # -- the server ---------------------------------------------------------------------
+
+  def serve(reply) do
+    {:ok, listen} =
+      :gen_tcp.listen(0, [:binary, ip: {127, 0, 0, 1}, active: false, reuseaddr: true])
+
+    {:ok, port} = :inet.port(listen)
+    spawn_link(fn -> accept(listen, reply) end)
+    port
+  end
+
+  defp accept(listen, reply) do
+    {:ok, socket} = :gen_tcp.accept(listen)
+    pid = spawn(fn -> one(socket, reply) end)
+    :ok = :gen_tcp.controlling_process(socket, pid)
+    accept(listen, reply)
+  end
+
+  defp one(socket, reply) do
+    {:ok, _request} = read_head(socket, "")
+    send_fun = fn data -> :gen_tcp.send(socket, data) end
+
+    case reply do
+      {:raw, fun} -> fun.(send_fun)
+      {:loop} -> send_fun.("HTTP/1.1 302 Found\r\nlocation: /again\r\ncontent-length: 0\r\n\r\n")
+    end
+
+    :gen_tcp.close(socket)
+  end
+
+  defp read_head(socket, buffer) do
+    if String.contains?(buffer, "\r\n\r\n") do
+      {:ok, buffer}
+    else
+      with {:ok, data} <- :gen_tcp.recv(socket, 0, 60_000), do: read_head(socket, buffer <> data)
+    end
+  end
+
+  # -- the client, in its own VM ----------------------------------------------------------
+
+  def client(url) do
+    root = Path.expand("..", __DIR__)
+
+    for file <- ~w(wire proxy safe_file download),
+        do: Code.require_file("mix/hrw_native/#{file}.ex", root)
+
+    started = System.monotonic_time(:millisecond)
+
+    result =
+      apply(Mix.HrwNative.Download, :download, [
+        url,
+        %{
+          timeout_ms: String.to_integer(System.get_env("TIMEOUT_MS", "30000")),
+          max_bytes: 32 * @mib
+        }
+      ])
+
+    ms = System.monotonic_time(:millisecond) - started
+    [_, hwm] = Regex.run(~r/VmHWM:\s+(\d+) kB/, File.read!("/proc/self/status"))
+
+    {kind, what} =
+      case result do
+        {:ok, body, from} -> {:ok, "#{byte_size(body)} bytes from #{from}"}
+        {kind, message} -> {kind, message}
+      end
+
+    IO.puts("#{kind}\t#{ms}\t#{div(String.to_integer(hwm), 1024)}\t#{what}")
+  end
+end
+
+case System.argv() do
+  ["--client", url] ->
+    Hostile.client(url)
+
+  names ->
+    cases = for {name, _} = c <- Hostile.cases(), names == [] or name in names, do: c
+
+    IO.puts(
+      "# #{DateTime.utc_now() |> DateTime.truncate(:second)}; OTP #{System.otp_release()}; Elixir #{System.version()}"
+    )
+
+    IO.puts("# case | answer | ms | peak RSS MiB | message")
+
+    for {name, reply} <- cases do
+      {path, reply} =
+        case reply do
+          {:path, path, reply} -> {path, reply}
+          reply -> {"/a", reply}
+        end
+
+      port = Hostile.serve(reply)
+
+      {out, _} =
+        System.cmd("elixir", [__ENV__.file, "--client", "http://127.0.0.1:#{port}#{path}"],
+          stderr_to_stdout: true
+        )
+
+      [line | _] = out |> String.split("\n", trim: true) |> Enum.reverse()
+      IO.puts("#{name}\t#{line}")
+    end
+end

@@ -1,0 +1,111 @@
+defmodule Mix.HrwNative.Proxy do
+  @moduledoc """
+  The proxy a download goes through, read from the variables Mix, Hex, curl and
+  RustlerPrecompiled read: `http_proxy`/`HTTP_PROXY` for `http` URLs,
+  `https_proxy`/`HTTPS_PROXY` for `https` URLs (tunnelled with `CONNECT`), the
+  lowercase name first; `no_proxy`/`NO_PROXY` lists, comma-separated, the hosts
+  to reach directly: `*` (every host), a host name (itself and every name under
+  it: `example.com` covers `mirror.example.com`; a leading dot is the same), or an
+  IP address (that address). A proxy is an `http://[user:password@]host[:port]`
+  URL (port 80 by default; `host:port` alone is read as `http://host:port`); its
+  credentials go out as `Proxy-Authorization`, and are never printed.
+  """
+
+  alias Mix.HrwNative.Wire
+
+  @typedoc "A proxy to use: where it is, its URL as shown, and its credentials."
+  @type t :: %{
+          host: String.t(),
+          port: 1..65_535,
+          shown: String.t(),
+          credentials: {String.t(), String.t()} | nil
+        }
+
+  @typedoc "The proxy settings read from the environment by `settings/1`."
+  @type settings :: %{
+          http: String.t() | nil,
+          https: String.t() | nil,
+          no_proxy: [String.t()]
+        }
+
+  @doc """
+  The proxy settings in `env` (a map of OS variables).
+
+      iex> Mix.HrwNative.Proxy.settings(%{"HTTPS_PROXY" => "http://p:3128", "no_proxy" => "a.example, .b.example"})
+      %{http: nil, https: "http://p:3128", no_proxy: ["a.example", "b.example"]}
+  """
+  @spec settings(%{String.t() => String.t()}) :: settings()
+  def settings(env) do
+    %{
+      http: variable(env, "http_proxy"),
+      https: variable(env, "https_proxy"),
+      no_proxy:
+        (variable(env, "no_proxy") || "")
+        |> String.split(",")
+        |> Enum.map(&(&1 |> String.trim() |> String.trim_leading(".") |> String.downcase()))
+        |> Enum.reject(&(&1 == ""))
+    }
+  end
+
+  defp variable(env, name) do
+    Enum.find_value([name, String.upcase(name)], fn name ->
+      case env[name] do
+        value when value in [nil, ""] -> nil
+        value -> value
+      end
+    end)
+  end
+
+  @doc """
+  The proxy for `url` (a `Mix.HrwNative.Wire.url/0`): `:direct` when none is
+  set for its scheme or `no_proxy` names its host, `{:ok, proxy}`, or
+  `{:error, reason}` when the variable holds no usable proxy URL.
+
+      iex> settings = Mix.HrwNative.Proxy.settings(%{"https_proxy" => "http://u:pw@proxy.corp:3128", "NO_PROXY" => "corp"})
+      iex> {:ok, url} = Mix.HrwNative.Wire.parse("https://mirror.example/a")
+      iex> {:ok, proxy} = Mix.HrwNative.Proxy.for_url(url, settings)
+      iex> {proxy.host, proxy.port, proxy.shown}
+      {"proxy.corp", 3128, "http://proxy.corp:3128"}
+      iex> {:ok, inside} = Mix.HrwNative.Wire.parse("https://files.corp/a")
+      iex> Mix.HrwNative.Proxy.for_url(inside, settings)
+      :direct
+  """
+  @spec for_url(Wire.url(), settings()) :: :direct | {:ok, t()} | {:error, String.t()}
+  def for_url(url, settings) do
+    value = if url.scheme == "https", do: settings.https, else: settings.http
+
+    cond do
+      value == nil -> :direct
+      bypassed?(url.host, settings.no_proxy) -> :direct
+      true -> parse(value, if(url.scheme == "https", do: "HTTPS_PROXY", else: "HTTP_PROXY"))
+    end
+  end
+
+  defp bypassed?(host, entries) do
+    host =
+      host |> String.trim_leading("[") |> String.trim_trailing("]") |> String.trim_trailing(".")
+
+    Enum.any?(entries, fn entry ->
+      entry = entry |> String.trim_leading("[") |> String.trim_trailing("]")
+      entry == "*" or host == entry or String.ends_with?(host, "." <> entry)
+    end)
+  end
+
+  defp parse(value, variable) do
+    text = if value =~ ~r{\A[A-Za-z][A-Za-z0-9+.-]*://}, do: value, else: "http://" <> value
+
+    case Wire.parse(text, :proxy) do
+      {:ok, url} ->
+        {:ok,
+         %{
+           host: url.host,
+           port: url.port,
+           shown: Wire.show(%{url | path: ""}),
+           credentials: Wire.credentials(url)
+         }}
+
+      {:error, reason} ->
+        {:error, "#{variable} holds no usable proxy: #{reason}"}
+    end
+  end
+end
