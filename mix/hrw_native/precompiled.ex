@@ -306,6 +306,7 @@ defmodule Mix.HrwNative.Precompiled do
       end
     else
       {:error, :enoent} -> download_and_cache(name, expected, cached, opts, true)
+      {:replace, _reason} -> download_and_cache(name, expected, cached, opts, true)
       {:untrusted, _reason} -> download_and_cache(name, expected, cached, opts, false)
       {:refused, _} = refused -> refused
     end
@@ -322,6 +323,13 @@ defmodule Mix.HrwNative.Precompiled do
     end
   end
 
+  # Another user's entry in our own folder is not read; a verified download
+  # takes its place (the folder is ours, so the rename is too).
+  defp not_ours(reason) do
+    Mix.shell().error("hrw: not reading the cache entry #{reason}: downloading it again")
+    {:replace, reason}
+  end
+
   # An entry replaced while it was opened (another compile's rename) is read
   # again; one that keeps changing is left alone, and the archive downloaded.
   defp read_cached(path, tries \\ 3) do
@@ -330,6 +338,7 @@ defmodule Mix.HrwNative.Precompiled do
       {:error, :enoent} -> {:error, :enoent}
       {:error, :changed} when tries > 1 -> read_cached(path, tries - 1)
       {:error, :changed} -> {:untrusted, "#{path} keeps changing"}
+      {:error, {:not_ours, reason}} -> not_ours(reason)
       {:error, reason} -> {:refused, "the cache entry #{reason}"}
     end
   end

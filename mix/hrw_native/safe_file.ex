@@ -63,7 +63,7 @@ defmodule Mix.HrwNative.SafeFile do
         read_open(path, max)
 
       {:ok, %File.Stat{type: type}} ->
-        {:error, "#{path} is a #{type}, not a regular file"}
+        {:error, "#{path} is #{kind(type)}, not a regular file"}
 
       {:error, reason} ->
         {:error, "#{path} cannot be read (#{:file.format_error(reason)})"}
@@ -104,17 +104,27 @@ defmodule Mix.HrwNative.SafeFile do
   `max` bytes, so that nothing swapped in at its name can block or mislead the
   read: it is opened for reading and writing (which never waits for a writer, as
   a read-only open of a FIFO does; nothing is written) and then checked as
-  opened: a regular file, ours, the one `lstat` saw. On a read-only filesystem,
-  where nothing can be swapped in, it is opened for reading. `{:error, :enoent}`
-  when there is none, `{:error, :changed}` when it was replaced while opened,
-  `{:error, message}` for anything else.
+  opened: a regular file, the one `lstat` saw. On a read-only filesystem, where
+  nothing can be swapped in, it is opened for reading. `{:error, :enoent}` when
+  there is none, `{:error, :changed}` when it was replaced while opened,
+  `{:error, {:not_ours, message}}` when another user owns it, `{:error, message}`
+  for anything else.
   """
   @spec read_own(Path.t(), non_neg_integer()) ::
-          {:ok, binary()} | {:error, :enoent | :changed | String.t()}
+          {:ok, binary()} | {:error, :enoent | :changed | {:not_ours, String.t()} | String.t()}
   def read_own(path, max) do
     with {:ok, seen} <- regular(path, max),
          :ok <- ours(path, seen),
-         {:ok, fd} <- open_own(path) do
+         do: read_opened(path, seen, max)
+  end
+
+  @doc false
+  # read_own/2 from the open on, `seen` being what lstat saw at `path` (tests
+  # hand it something else, as a swap between the two would).
+  @spec read_opened(Path.t(), File.Stat.t(), non_neg_integer()) ::
+          {:ok, binary()} | {:error, :enoent | :changed | String.t()}
+  def read_opened(path, seen, max) do
+    with {:ok, fd} <- open_own(path) do
       try do
         with {:ok, opened} <- :file.read_file_info(fd, time: :posix),
              :ok <- same(path, seen, File.Stat.from_record(opened)) do
@@ -135,7 +145,7 @@ defmodule Mix.HrwNative.SafeFile do
         {:ok, stat}
 
       {:ok, %File.Stat{type: type}} ->
-        {:error, "#{path} is a #{type}, not a regular file"}
+        {:error, "#{path} is #{kind(type)}, not a regular file"}
 
       {:error, :enoent} ->
         {:error, :enoent}
@@ -148,7 +158,7 @@ defmodule Mix.HrwNative.SafeFile do
   defp ours(path, %File.Stat{uid: uid}) do
     if windows?() or uid == our_uid(),
       do: :ok,
-      else: {:error, "#{path} belongs to user #{uid}, not to this one"}
+      else: {:error, {:not_ours, "#{path} belongs to user #{uid}, not to this one"}}
   end
 
   defp open_own(path) do
@@ -179,7 +189,7 @@ defmodule Mix.HrwNative.SafeFile do
         {:error, :changed}
 
       opened.type != :regular ->
-        {:error, "#{path} is a #{opened.type}, not a regular file"}
+        {:error, "#{path} is #{kind(opened.type)}, not a regular file"}
 
       true ->
         :ok
@@ -236,6 +246,12 @@ defmodule Mix.HrwNative.SafeFile do
     end
   end
 
+  defp kind(:directory), do: "a folder"
+  defp kind(:symlink), do: "a symlink"
+  defp kind(:device), do: "a device"
+  defp kind(:regular), do: "a regular file"
+  defp kind(_other), do: "a FIFO, socket or device"
+
   defp windows?, do: match?({:win32, _}, :os.type())
 
   @doc """
@@ -261,7 +277,7 @@ defmodule Mix.HrwNative.SafeFile do
   defp stat(dir) do
     case File.stat(dir) do
       {:ok, %File.Stat{type: :directory} = stat} -> {:ok, stat}
-      {:ok, %File.Stat{type: type}} -> {:error, "#{dir} is a #{type}, not a folder"}
+      {:ok, %File.Stat{type: type}} -> {:error, "#{dir} is #{kind(type)}, not a folder"}
       {:error, reason} -> {:error, "#{dir} cannot be read (#{:file.format_error(reason)})"}
     end
   end

@@ -74,8 +74,119 @@ defmodule Mix.HrwNative.CacheTest do
     assert said =~ "from #{c.base_url}/"
     assert_received {:mix_shell, :error, [warning]}
     assert warning =~ "not using the archive cache (HRW_NATIVE_CACHE_DIR): #{c.cache_dir}"
-    assert warning =~ "can be written by other users (mode 777) and belongs to user 65534"
+    assert warning =~ "belongs to user 65534, not to this one: it is not used"
     assert File.ls!(c.cache_dir) == [c.fixture.name]
+  end
+
+  test "a cache folder of ours that others can write is neither read nor written", c do
+    for mode <- [0o1777, 0o777, 0o775] do
+      File.rm_rf!(c.cache_dir)
+      File.rm_rf!(c.dest)
+      File.mkdir_p!(c.cache_dir)
+      # chmod(1): :file.change_mode/2 may drop the sticky bit.
+      {_, 0} = System.cmd("chmod", [Integer.to_string(mode, 8), c.cache_dir])
+      # A planted entry is never read (it would fail verification and stop).
+      File.write!(cached(c), "planted")
+      assert obtain(c, []) == :ok
+      assert_received {:mix_shell, :error, [warning]}
+      assert warning =~ "can be written by other users (mode #{Integer.to_string(mode, 8)})"
+      assert File.read!(cached(c)) == "planted"
+      assert File.read!(c.dest) == c.fixture.library
+    end
+  end
+
+  test "a cache folder it creates is this user's alone", c do
+    assert obtain(c, []) == :ok
+    assert Bitwise.band(File.stat!(c.cache_dir).mode, 0o777) == 0o700
+    assert File.read!(cached(c)) == c.fixture.data
+  end
+
+  @tag :needs_root
+  test "an entry of another user's in our cache folder is not read, and is replaced", c do
+    File.mkdir_p!(c.cache_dir)
+    File.chmod!(c.cache_dir, 0o700)
+    File.write!(cached(c), "planted by another user")
+    File.chown!(cached(c), @nobody)
+
+    assert obtain(c, []) == :ok
+    assert_received {:mix_shell, :error, [warning]}
+    assert warning =~ "not reading the cache entry #{cached(c)} belongs to user 65534"
+    assert File.read!(cached(c)) == c.fixture.data
+    assert File.read!(c.dest) == c.fixture.library
+  end
+
+  test "what is opened is checked as opened: a FIFO or device swapped in never blocks", c do
+    File.mkdir_p!(c.cache_dir)
+    regular = Path.join(c.cache_dir, "regular")
+    File.write!(regular, "entry")
+    fifo = Path.join(c.cache_dir, "fifo")
+    {_, 0} = System.cmd("mkfifo", [fifo])
+    seen = File.lstat!(regular)
+    alias Mix.HrwNative.SafeFile
+
+    # lstat saw a regular file; a FIFO or a device is there when it is opened.
+    assert SafeFile.read_opened(fifo, seen, 100) == {:error, :changed}
+    assert SafeFile.read_opened("/dev/null", seen, 100) == {:error, :changed}
+    # The same inode, but not a regular file after all.
+    as_if_regular = %{File.lstat!(fifo) | type: :regular}
+
+    assert SafeFile.read_opened(fifo, as_if_regular, 100) ==
+             {:error, "#{fifo} is a FIFO, socket or device, not a regular file"}
+
+    assert SafeFile.read_opened(regular, seen, 100) == {:ok, "entry"}
+
+    # Planted at the entry's name, lstat already refuses them.
+    for planted <- [fifo] do
+      File.rename!(planted, cached(c))
+      message = mix_error(fn -> obtain(c, cargo: c.fake_cargo) end)
+
+      assert message =~
+               "the cache entry #{cached(c)} is a FIFO, socket or device, not a regular file",
+             message
+    end
+  end
+
+  test "a relative XDG_CACHE_HOME is ignored; an absolute one is used" do
+    options = &Mix.Tasks.Compile.HrwNative.options/1
+
+    assert options.(%{"XDG_CACHE_HOME" => "relcache", "HOME" => "/home/u"}).cache_dir ==
+             "/home/u/.cache/hrw"
+
+    assert options.(%{"XDG_CACHE_HOME" => "/var/xdg", "HOME" => "/home/u"}).cache_dir ==
+             "/var/xdg/hrw"
+
+    assert options.(%{"HOME" => "/home/u"}).cache_dir == "/home/u/.cache/hrw"
+
+    assert options.(%{"XDG_CACHE_HOME" => "rel", "HRW_NATIVE_CACHE_DIR" => "/c"}).cache_dir ==
+             "/c"
+  end
+
+  test "an archive that ends before its gzip trailer is refused, whatever its checksum", c do
+    data = c.fixture.data
+
+    for cut <- [4, 8, div(byte_size(data), 2)] do
+      truncated = binary_part(data, 0, byte_size(data) - cut)
+      sums = %{c.fixture.name => Precompiled.checksum(truncated)}
+      File.write!(c.checksum_file, Precompiled.checksum_file_text(sums))
+      mirror = serve(routes: %{("/" <> c.fixture.name) => {200, [], truncated}})
+      File.rm_rf!(c.cache_dir)
+      message = mix_error(fn -> obtain(c, base_url: mirror, cargo: c.fake_cargo) end)
+
+      assert message =~ "#{c.fixture.name} is truncated or corrupt" or
+               message =~ "is not a gzipped tar archive",
+             message
+    end
+
+    refute File.exists?(c.dest)
+    assert cargo_args(c) == nil
+  end
+
+  test "a failed install says why in words", c do
+    # The destination is a folder with something in it: the rename over it fails.
+    File.mkdir_p!(Path.join(c.dest, "inside"))
+    message = mix_error(fn -> obtain(c, []) end)
+    assert message =~ "cannot install the hrw NIF at #{c.dest}: ", message
+    refute message =~ ~r/:e[a-z]+\b/, message
   end
 
   @tag :needs_root
@@ -168,7 +279,19 @@ defmodule Mix.HrwNative.CacheTest do
     File.rm_rf!(c.dest)
     assert obtain(c, cargo: c.fake_cargo) == :ok
     assert_received {:mix_shell, :info, ["No precompiled hrw NIF for " <> why]}
-    assert why =~ "is listed in the checksum file #{c.checksum_file} (it lists 0 archives)"
+
+    assert why =~
+             "is listed in the checksum file #{c.checksum_file} (it lists none: no archive " <>
+               "is published for this version)"
+
     refute File.exists?(cached(c))
+
+    # A target it does not list: the message names those it does.
+    sums = %{c.fixture.name => Precompiled.checksum(c.fixture.data)}
+    File.write!(c.checksum_file, Precompiled.checksum_file_text(sums))
+    {:ok, host} = Precompiled.host_target()
+    other = {:ok, "riscv64gc-unknown-linux-gnu"}
+    message = mix_error(fn -> obtain(c, target: other) end)
+    assert message =~ "(it lists archives for #{host} (NIF 2.16))", message
   end
 end

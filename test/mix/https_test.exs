@@ -95,4 +95,27 @@ defmodule Mix.HrwNative.HttpsTest do
     assert_received {:mix_shell, :info, ["Installed the precompiled hrw NIF " <> said]}
     assert said =~ "from #{tls}/m/#{c.fixture.name}"
   end
+
+  test "the CA bundle is read once, when the settings are, and is bounded", c do
+    mirror = https(c, :good)
+    bundle = Path.join(c.case_dir, "bundle.pem")
+    File.cp!(c.certs.ca_file, bundle)
+    options = Mix.Tasks.Compile.HrwNative.options(%{"HRW_NATIVE_CACERTS_PATH" => bundle})
+    assert options.cacerts == [c.certs.ca]
+
+    # Gone by the time of the download: what was read is what is used.
+    File.rm!(bundle)
+    assert obtain(c, base_url: mirror <> "/m", cacerts: options.cacerts) == :ok
+
+    pem = File.read!(c.certs.ca_file)
+    File.write!(bundle, String.duplicate(pem, div(2 * 1024 * 1024, byte_size(pem)) + 1))
+
+    message =
+      mix_error(fn ->
+        Mix.Tasks.Compile.HrwNative.options(%{"HRW_NATIVE_CACERTS_PATH" => bundle})
+      end)
+
+    assert message =~ "HRW_NATIVE_CACERTS_PATH must be a PEM file of CA certificates", message
+    assert message =~ "over the 2097152-byte limit", message
+  end
 end

@@ -391,7 +391,7 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
       app_env(ctx, [{"HRW_NATIVE_BUILD", "1"}, {"PATH", shims <> ":" <> path_without_cargo()}])
 
     out = sh!("mix", ["deps.compile", "hrw"], two, forced)
-    refute out =~ "Installing the precompiled"
+    refute out =~ "Installed the precompiled"
     assert File.read!(cargo_log) =~ "build -p hrw_nif"
     assert requests(ctx) -- before == ["/good/" <> ctx.name]
     assert String.ends_with?(sh!("mix", ["run", "-e", @owner], two, forced), expected <> "\n")

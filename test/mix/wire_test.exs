@@ -91,7 +91,8 @@ defmodule Mix.HrwNative.WireTest do
   test "a URL is shown as scheme, host, port and path: never its userinfo or query" do
     for {url, shown} <- [
           {"http://user:secret@127.0.0.1:8080/m", "http://127.0.0.1:8080/m"},
-          {"https://mirror.example:443/hrw?X-Amz-Signature=abc#f", "https://mirror.example:443/hrw"},
+          {"https://mirror.example:443/hrw?X-Amz-Signature=abc#f",
+           "https://mirror.example:443/hrw"},
           {"https://a@b@host/x?u=a@b", "https://host/x"},
           {"//tok@host/x", "//host/x"},
           {"http://host/a@b", "http://host/a@b"},

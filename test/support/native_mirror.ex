@@ -167,11 +167,12 @@ defmodule HRW.Test.NativeMirror do
   end
 
   defp proxy_loop(listen, parent, refuse) do
-    {:ok, client} = :gen_tcp.accept(listen)
-    pid = spawn(fn -> proxy_one(client, parent, refuse) end)
-    :ok = :gen_tcp.controlling_process(client, pid)
-    send(pid, :go)
-    proxy_loop(listen, parent, refuse)
+    with {:ok, client} <- :gen_tcp.accept(listen) do
+      pid = spawn(fn -> proxy_one(client, parent, refuse) end)
+      :ok = :gen_tcp.controlling_process(client, pid)
+      send(pid, :go)
+      proxy_loop(listen, parent, refuse)
+    end
   end
 
   defp proxy_one(client, parent, refuse) do
