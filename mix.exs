@@ -1,9 +1,12 @@
 # The compiler that installs the NIF (precompiled, or built with cargo) lives
 # outside lib/: it has to exist before the project's own modules are compiled.
 Code.require_file("mix/hrw_native/json.ex", __DIR__)
+Code.require_file("mix/hrw_native/otp_apps.ex", __DIR__)
 Code.require_file("mix/hrw_native/safe_file.ex", __DIR__)
 Code.require_file("mix/hrw_native/wire.ex", __DIR__)
 Code.require_file("mix/hrw_native/proxy.ex", __DIR__)
+Code.require_file("mix/hrw_native/tls.ex", __DIR__)
+Code.require_file("mix/hrw_native/httpc_memory.ex", __DIR__)
 Code.require_file("mix/hrw_native/download.ex", __DIR__)
 Code.require_file("mix/hrw_native/precompiled.ex", __DIR__)
 Code.require_file("mix/tasks/compile.hrw_native.ex", __DIR__)

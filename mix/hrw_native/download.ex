@@ -2,7 +2,6 @@ defmodule Mix.HrwNative.Download do
   @max_redirects 5
   @poll_ms 25
   @max_held_bytes 16 * 1024 * 1024
-  @max_cacerts_bytes 2 * 1024 * 1024
   @redirects [301, 302, 303, 307, 308]
 
   @moduledoc """
@@ -14,19 +13,17 @@ defmodule Mix.HrwNative.Download do
 
     * Redirects are followed here, not by `:httpc`: at most #{@max_redirects}, each
       `Location` checked as the first URL was, and never to another scheme.
-    * TLS: the chain is verified against the OS's CA store
-      (`:public_key.cacerts_get/0`) or the PEM file given; a host name goes out as
-      SNI and is matched against the certificate's DNS names, an IP literal goes
-      out as no SNI and is matched against its IP addresses.
+    * TLS: `Mix.HrwNative.TLS`'s options.
     * A 200's body is streamed (`stream: {:self, :once}`) into one binary, and the
-      request is cancelled as soon as it would pass the size limit. `:httpc` reads
-      the whole body of any other status before it answers: those are bounded by
-      the deadline only (docs/NATIVE.md has the figures).
+      request is cancelled as soon as it would pass the size limit. `:httpc` holds
+      the status line, the headers and the whole body of any other status before
+      it answers: the request is cancelled once they hold more than
+      #{div(@max_held_bytes, 1024 * 1024)} MiB (docs/NATIVE.md has the figures).
     * One deadline for the whole download, redirects included: 20 times the
       timeout, which also bounds each wait for the next message.
   """
 
-  alias Mix.HrwNative.{Proxy, Wire}
+  alias Mix.HrwNative.{Proxy, TLS, Wire}
 
   @direct :hrw_native
   @proxied :hrw_native_proxied
@@ -34,7 +31,7 @@ defmodule Mix.HrwNative.Download do
   @typedoc """
   `:timeout_ms`: the longest wait for a connection or for the next part of the
   answer (the whole download gets 20 times that); `:max_bytes`: the body's size
-  limit; `:cacerts`: the DER CA certificates to trust (`read_pem/1`), nil for the
+  limit; `:cacerts`: the DER CA certificates to trust (`Mix.HrwNative.TLS.read_pem/1`), nil for the
   OS's; `:proxies`: `Mix.HrwNative.Proxy.settings/1`.
   """
   @type options :: %{
@@ -65,7 +62,7 @@ defmodule Mix.HrwNative.Download do
   end
 
   defp start do
-    :ok = on_code_path([:crypto, :asn1, :public_key, :ssl, :inets])
+    :ok = Mix.HrwNative.OTPApps.on_code_path([:crypto, :asn1, :public_key, :ssl, :inets])
 
     with {:ok, _} <- Application.ensure_all_started(:ssl),
          {:ok, _} <- Application.ensure_all_started(:inets),
@@ -102,7 +99,7 @@ defmodule Mix.HrwNative.Download do
 
   defp get(url, opts, deadline, redirects) do
     with {:ok, profile, proxy} <- route(url, opts),
-         {:ok, tls} <- tls_options(url, opts) do
+         {:ok, tls} <- TLS.options(url, opts) do
       case request(url, profile, proxy, tls, opts, deadline) do
         {:redirect, locations} ->
           with {:ok, next} <- redirect(Wire.location(url, locations)),
@@ -161,7 +158,7 @@ defmodule Mix.HrwNative.Download do
       profile: profile,
       opts: opts,
       deadline: deadline,
-      binaries_before: :erlang.memory(:binary),
+      before: Mix.HrwNative.HttpcMemory.before(),
       length: :none,
       chunked: false
     }
@@ -226,17 +223,11 @@ defmodule Mix.HrwNative.Download do
       {:whole, {{_, status, _}, _headers, _body}} ->
         {:unavailable, "#{Wire.show(s.url)} answered HTTP #{status}"}
 
-      {:part, _} ->
-        {:unavailable, "#{Wire.show(s.url)}: :httpc streamed a body it had not started"}
-
-      {:end, _} ->
-        {:unavailable, "#{Wire.show(s.url)}: :httpc ended a body it had not started"}
-
       {:error, reason} ->
         failed(s, reason)
 
-      stop ->
-        stop
+      other ->
+        stop_or_unexpected(s, other)
     end
   end
 
@@ -258,16 +249,15 @@ defmodule Mix.HrwNative.Download do
       {:error, reason} ->
         failed(s, reason)
 
-      {:whole, _} ->
-        {:unavailable, "#{Wire.show(s.url)}: :httpc answered twice"}
-
-      {:start, _, _} ->
-        {:unavailable, "#{Wire.show(s.url)}: :httpc answered twice"}
-
-      stop ->
-        stop
+      other ->
+        stop_or_unexpected(s, other)
     end
   end
+
+  defp stop_or_unexpected(_s, {kind, _} = stop) when kind in [:refused, :unavailable], do: stop
+
+  defp stop_or_unexpected(s, _other),
+    do: {:unavailable, "#{Wire.show(s.url)}: :httpc sent its messages out of order"}
 
   # The next message about the request. While it waits, the memory :httpc holds
   # for the answer is looked at every @poll_ms: it keeps a status line, the
@@ -287,7 +277,8 @@ defmodule Mix.HrwNative.Download do
     after
       min(@poll_ms, wait(s, since)) ->
         cond do
-          (bytes = held_by_httpc(s, 2 * held)) > @max_held_bytes ->
+          (bytes = Mix.HrwNative.HttpcMemory.held(s.profile, s.ref, s.before, 2 * held)) >
+              @max_held_bytes ->
             {:refused,
              "#{Wire.show(s.url)} sent over #{div(bytes, 1024 * 1024)} MiB of status line, " <>
                "headers or error body, over the #{div(@max_held_bytes, 1024 * 1024)} MiB " <>
@@ -300,31 +291,6 @@ defmodule Mix.HrwNative.Download do
             next(s, since, held)
         end
     end
-  end
-
-  # The heap of the process :httpc reads the answer in, found through its
-  # manager's table of handlers (an OTP internal, read defensively: 0 when it
-  # cannot be), plus the VM's binaries allocated since the request began but for
-  # the body this process holds: :httpc's buffers do not show in its handler's
-  # own list of binaries.
-  defp held_by_httpc(s, held) do
-    binaries = max(:erlang.memory(:binary) - s.binaries_before - held, 0)
-    binaries + handler_heap(s)
-  end
-
-  defp handler_heap(s) do
-    table = :"httpc_#{s.profile}__handler_db"
-
-    with [entry] <- :ets.lookup(table, s.ref),
-         pid when is_pid(pid) <-
-           entry |> Tuple.to_list() |> Enum.find(&(is_pid(&1) and &1 != self())),
-         {:memory, memory} <- Process.info(pid, :memory) do
-      memory
-    else
-      _ -> 0
-    end
-  rescue
-    ArgumentError -> 0
   end
 
   defp binary_headers(headers),
@@ -419,99 +385,4 @@ defmodule Mix.HrwNative.Download do
   defp now, do: System.monotonic_time(:millisecond)
 
   defp to_list(text), do: :binary.bin_to_list(text)
-
-  # -- TLS --------------------------------------------------------------------------
-
-  defp tls_options(%{scheme: "https", host: host}, opts) do
-    with {:ok, cacerts} <- cacerts(opts) do
-      # The alert is in the result's message: ssl need not log it too.
-      {:ok,
-       [cacerts: cacerts, verify: :verify_peer, depth: 4, log_level: :none] ++ peer_check(host)}
-    end
-  end
-
-  defp tls_options(_url, _opts), do: {:ok, []}
-
-  # A host name goes out as SNI and is matched against DNS names. An IP literal
-  # must not be sent as SNI (RFC 6066, 3); with SNI disabled ssl checks no name,
-  # so verify_peer_ip/3 matches the certificate's IP addresses itself.
-  defp peer_check(host) do
-    case Wire.ip_literal(host) do
-      {:ok, ip} ->
-        [server_name_indication: :disable, verify_fun: {&__MODULE__.verify_peer_ip/3, ip}]
-
-      :error ->
-        [
-          server_name_indication: to_list(host),
-          customize_hostname_check: [
-            match_fun: :public_key.pkix_verify_hostname_match_fun(:https)
-          ]
-        ]
-    end
-  end
-
-  @doc false
-  # ssl's verify_fun for an IP-literal host: the chain's own checks as ssl's
-  # default function makes them, then the peer certificate's IP addresses.
-  @spec verify_peer_ip(term(), term(), :inet.ip_address()) ::
-          {:valid, term()} | {:fail, term()} | {:unknown, term()}
-  def verify_peer_ip(_cert, {:bad_cert, reason}, _ip), do: {:fail, reason}
-  def verify_peer_ip(_cert, {:extension, _}, ip), do: {:unknown, ip}
-  def verify_peer_ip(_cert, :valid, ip), do: {:valid, ip}
-
-  def verify_peer_ip(cert, :valid_peer, ip) do
-    if :public_key.pkix_verify_hostname(cert, ip: ip),
-      do: {:valid, ip},
-      else: {:fail, :hostname_check_failed}
-  end
-
-  defp cacerts(%{cacerts: [_ | _] = cacerts}), do: {:ok, cacerts}
-
-  defp cacerts(_opts) do
-    {:ok, :public_key.cacerts_get()}
-  rescue
-    error ->
-      {:unavailable,
-       "no CA certificates to verify the server with (#{Exception.message(error)}); " <>
-         "set HRW_NATIVE_CACERTS_PATH to a PEM file"}
-  end
-
-  @doc """
-  The DER certificates of the PEM file `path`, read once and at most
-  #{div(@max_cacerts_bytes, 1024 * 1024)} MiB (an OS's whole store is about 0.2 MiB);
-  an error naming the file when it cannot be read or holds none.
-  """
-  @spec read_pem(Path.t()) :: {:ok, [binary()]} | {:error, String.t()}
-  def read_pem(path) do
-    :ok = on_code_path([:crypto, :asn1, :public_key])
-
-    with {:ok, text} <- Mix.HrwNative.SafeFile.read(path, @max_cacerts_bytes),
-         [_ | _] = certs <-
-           for({:Certificate, der, :not_encrypted} <- safe_pem_decode(text), do: der) do
-      {:ok, certs}
-    else
-      {:error, :enoent} -> {:error, "#{path} does not exist"}
-      {:error, reason} -> {:error, reason}
-      [] -> {:error, "#{path} holds no PEM certificate"}
-    end
-  end
-
-  defp safe_pem_decode(text) do
-    :public_key.pem_decode(text)
-  rescue
-    _ -> []
-  end
-
-  @doc false
-  # Mix 1.15+ keeps only the project's own applications on the code path while it
-  # compiles, so OTP's :ssl, :public_key, :inets and :crypto must be put back before
-  # they are used (`Mix.ensure_application!/1`, which Elixir 1.14 lacks and does not need).
-  @spec on_code_path([atom()]) :: :ok
-  def on_code_path(apps) do
-    if function_exported?(Mix, :ensure_application!, 1) do
-      Enum.each(apps, &apply(Mix, :ensure_application!, [&1]))
-    end
-
-    :ok
-  end
 end

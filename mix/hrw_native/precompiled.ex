@@ -186,7 +186,7 @@ defmodule Mix.HrwNative.Precompiled do
   @doc "`\"sha256:<lowercase hex>\"` of `data`, as the checksum file writes it."
   @spec checksum(iodata()) :: String.t()
   def checksum(data) do
-    :ok = Mix.HrwNative.Download.on_code_path([:crypto])
+    :ok = Mix.HrwNative.OTPApps.on_code_path([:crypto])
     "sha256:" <> Base.encode16(:crypto.hash(:sha256, data), case: :lower)
   end
 
@@ -389,7 +389,7 @@ defmodule Mix.HrwNative.Precompiled do
 
   # Gunzips at most @max_tar_bytes, a chunk at a time, and gives up past that.
   defp inflate(archive, name) do
-    :ok = Mix.HrwNative.Download.on_code_path([:kernel])
+    :ok = Mix.HrwNative.OTPApps.on_code_path([:kernel])
     z = :zlib.open()
 
     try do

@@ -40,7 +40,7 @@ defmodule Mix.HrwNative.SafeFile do
   """
   @spec temp_name(Path.t()) :: Path.t()
   def temp_name(path) do
-    :ok = Mix.HrwNative.Download.on_code_path([:crypto])
+    :ok = Mix.HrwNative.OTPApps.on_code_path([:crypto])
     random = Base.encode16(:crypto.strong_rand_bytes(16), case: :lower)
     Path.join(Path.dirname(path), ".#{Path.basename(path)}.#{random}.tmp")
   end

@@ -246,7 +246,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
   defp cacerts(nil), do: nil
 
   defp cacerts(path) do
-    case Mix.HrwNative.Download.read_pem(path) do
+    case Mix.HrwNative.TLS.read_pem(path) do
       {:ok, certs} ->
         certs
 

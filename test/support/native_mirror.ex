@@ -8,7 +8,7 @@ defmodule HRW.Test.NativeMirror do
   alias Mix.HrwNative.Precompiled
 
   # :ssl and :public_key are not applications of hrw's: they are put on the code
-  # path at run time (Mix.HrwNative.Download.on_code_path/1), and Elixir 1.15+
+  # path at run time (Mix.HrwNative.OTPApps.on_code_path/1), and Elixir 1.15+
   # compiles this file without them.
   @compile {:no_warn_undefined, [:ssl, :public_key]}
 
@@ -344,7 +344,7 @@ defmodule HRW.Test.NativeMirror do
   end
 
   defp ensure_started do
-    Mix.HrwNative.Download.on_code_path([:crypto, :asn1, :public_key, :ssl, :inets])
+    Mix.HrwNative.OTPApps.on_code_path([:crypto, :asn1, :public_key, :ssl, :inets])
     {:ok, _} = Application.ensure_all_started(:ssl)
   end
 

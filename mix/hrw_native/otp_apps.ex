@@ -1,0 +1,17 @@
+defmodule Mix.HrwNative.OTPApps do
+  @moduledoc false
+  # Mix 1.15+ keeps only the project's own applications on the code path while it
+  # compiles, so OTP's :ssl, :public_key, :inets and :crypto must be put back before
+  # they are used (`Mix.ensure_application!/1`, which Elixir 1.14 lacks and does
+  # not need).
+
+  @doc false
+  @spec on_code_path([atom()]) :: :ok
+  def on_code_path(apps) do
+    if function_exported?(Mix, :ensure_application!, 1) do
+      Enum.each(apps, &apply(Mix, :ensure_application!, [&1]))
+    end
+
+    :ok
+  end
+end
