@@ -4,6 +4,9 @@
 # answered, how long it took and that VM's peak RSS (VmHWM).
 #
 #   elixir bench/download_hostile.exs [case ...]     (default: every case)
+#   CACERTS=bundle.pem elixir bench/download_hostile.exs "<case>"
+#                      the same over https, trusting the bundle (read once, as the
+#                      compile task reads HRW_NATIVE_CACERTS_PATH)
 #
 # The client VMs load mix/hrw_native/*.ex as they are; nothing is compiled first.
 defmodule Hostile do
@@ -124,22 +127,25 @@ defmodule Hostile do
   end
 
   defp accept(listen, reply) do
-    {:ok, socket} = :gen_tcp.accept(listen)
-    pid = spawn(fn -> one(socket, reply) end)
-    :ok = :gen_tcp.controlling_process(socket, pid)
-    accept(listen, reply)
+    with {:ok, socket} <- :gen_tcp.accept(listen) do
+      pid = spawn(fn -> one(socket, reply) end)
+      :ok = :gen_tcp.controlling_process(socket, pid)
+      accept(listen, reply)
+    end
   end
 
   defp one(socket, reply) do
-    {:ok, _request} = read_head(socket, "")
+    with {:ok, _request} <- read_head(socket, ""), do: answer(socket, reply)
+    :gen_tcp.close(socket)
+  end
+
+  defp answer(socket, reply) do
     send_fun = fn data -> :gen_tcp.send(socket, data) end
 
     case reply do
       {:raw, fun} -> fun.(send_fun)
       {:loop} -> send_fun.("HTTP/1.1 302 Found\r\nlocation: /again\r\ncontent-length: 0\r\n\r\n")
     end
-
-    :gen_tcp.close(socket)
   end
 
   defp read_head(socket, buffer) do
@@ -160,12 +166,20 @@ defmodule Hostile do
 
     started = System.monotonic_time(:millisecond)
 
+    # A CA bundle (CACERTS=file.pem): read as the compile task reads it, once.
+    cacerts =
+      case System.get_env("CACERTS") do
+        nil -> nil
+        path -> with({:ok, certs} <- apply(Mix.HrwNative.TLS, :read_pem, [path]), do: certs)
+      end
+
     result =
       apply(Mix.HrwNative.Download, :download, [
         url,
         %{
           timeout_ms: String.to_integer(System.get_env("TIMEOUT_MS", "30000")),
-          max_bytes: 32 * @mib
+          max_bytes: 32 * @mib,
+          cacerts: cacerts
         }
       ])
 
@@ -203,9 +217,10 @@ case System.argv() do
         end
 
       port = Hostile.serve(reply)
+      scheme = if System.get_env("CACERTS"), do: "https", else: "http"
 
       {out, _} =
-        System.cmd("elixir", [__ENV__.file, "--client", "http://127.0.0.1:#{port}#{path}"],
+        System.cmd("elixir", [__ENV__.file, "--client", "#{scheme}://127.0.0.1:#{port}#{path}"],
           stderr_to_stdout: true
         )
 
