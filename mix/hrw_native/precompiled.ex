@@ -436,7 +436,7 @@ defmodule Mix.HrwNative.Precompiled do
                :erl_tar.extract({:binary, tar}, [:memory]) do
           {:ok, bytes}
         else
-          _ -> {:refused, "#{name} holds #{inspect(List.to_string(member))}, not #{library}"}
+          _ -> {:refused, "#{name} holds #{shown(member)}, not #{library}"}
         end
 
       {:ok, [{_member, :regular, size, _, _, _, _}]} ->
@@ -448,12 +448,21 @@ defmodule Mix.HrwNative.Precompiled do
         {:refused, "#{name} must hold exactly one file, #{library}; it holds: #{listed}"}
 
       {:error, reason} ->
-        {:refused, "#{name} is not a gzipped tar archive (#{inspect(reason)})"}
+        {:refused,
+         "#{name} is not a gzipped tar archive (#{Mix.HrwNative.Wire.escape(inspect(reason))})"}
     end
   end
 
   defp describe_member({member, type, size, _, _, _, _}),
-    do: "#{List.to_string(member)} (#{type}, #{size} bytes)"
+    do: "#{shown(member)} (#{type}, #{size} bytes)"
+
+  # A member's name as the archive wrote it, escaped.
+  defp shown(member) do
+    case :unicode.characters_to_binary(member) do
+      name when is_binary(name) -> Mix.HrwNative.Wire.escape(name)
+      _ -> Mix.HrwNative.Wire.escape(inspect(member))
+    end
+  end
 
   @doc """
   Writes the archive `archive_path` holding `library_path` as the one file

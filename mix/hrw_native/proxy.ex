@@ -81,15 +81,18 @@ defmodule Mix.HrwNative.Proxy do
     end
   end
 
+  # Names match by suffix, at a dot; IP addresses only whole.
   defp bypassed?(host, entries) do
-    host =
-      host |> String.trim_leading("[") |> String.trim_trailing("]") |> String.trim_trailing(".")
+    ip? = Wire.ip_literal(host) != :error
+    host = host |> bare() |> String.trim_trailing(".")
 
     Enum.any?(entries, fn entry ->
-      entry = entry |> String.trim_leading("[") |> String.trim_trailing("]")
-      entry == "*" or host == entry or String.ends_with?(host, "." <> entry)
+      entry = bare(entry)
+      entry == "*" or host == entry or (not ip? and String.ends_with?(host, "." <> entry))
     end)
   end
+
+  defp bare(host), do: host |> String.trim_leading("[") |> String.trim_trailing("]")
 
   defp parse(value, variable) do
     text = if value =~ ~r{\A[A-Za-z][A-Za-z0-9+.-]*://}, do: value, else: "http://" <> value

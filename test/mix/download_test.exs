@@ -230,7 +230,7 @@ defmodule Mix.HrwNative.DownloadTest do
     refute File.exists?(c.dest)
     assert obtain(c, base_url: base, timeout_ms: 300, cargo: c.fake_cargo) == :ok
 
-    # A byte of body every 100 ms: never idle for 300 ms, stopped at 20 × 300 ms.
+    # A byte of body every 50 ms: never idle for 500 ms, stopped at 20 × 500 ms.
     drip =
       serve(
         handler: fn _ ->
@@ -238,14 +238,14 @@ defmodule Mix.HrwNative.DownloadTest do
            fn send ->
              send.("HTTP/1.1 200 OK\r\ncontent-length: 100000\r\n\r\n")
 
-             Stream.repeatedly(fn -> Process.sleep(100) && send.("x") end)
+             Stream.repeatedly(fn -> Process.sleep(50) && send.("x") end)
              |> Enum.find(&(&1 != :ok))
            end}
         end
       )
 
-    message = error!(c, base_url: drip, timeout_ms: 300)
-    assert message =~ "not done within 6000 ms (timed out)", message
+    message = error!(c, base_url: drip, timeout_ms: 500)
+    assert message =~ "not done within 10000 ms (timed out)", message
   end
 
   test "credentials in the URL are sent, and never shown", c do

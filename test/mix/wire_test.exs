@@ -196,6 +196,8 @@ defmodule Mix.HrwNative.WireTest do
     assert Proxy.for_url(v6, Proxy.settings(Map.put(http, "no_proxy", "[::1]"))) == :direct
     assert Proxy.for_url(v6, Proxy.settings(Map.put(http, "no_proxy", "::1"))) == :direct
     assert {:ok, _} = Proxy.for_url(plain, Proxy.settings(Map.put(http, "no_proxy", "127.0.0.2")))
+    # An address is matched whole, never as a suffix.
+    assert {:ok, _} = Proxy.for_url(plain, Proxy.settings(Map.put(http, "no_proxy", "0.0.1")))
   end
 
   test "a proxy's credentials are taken from its URL and never shown" do
