@@ -113,7 +113,7 @@ defmodule HRW do
   # A ring or skeleton with a live resource and no overrides: its fields are
   # matched here, once, and `HRW.Prepared.lookup/5` picks its NIF.
   def owner(key, %kind{resource: r, nodes: nodes, overrides: nil} = target, [])
-      when is_reference(r) and (kind == HRW.Ring or kind == HRW.Skeleton),
+      when is_reference(r) and is_prepared(target),
       do: Prepared.lookup(kind, r, nodes, target, key)
 
   def owner(key, target, []) when is_prepared(target), do: Prepared.owner(target, key)
@@ -131,7 +131,7 @@ defmodule HRW do
     end
   end
 
-  def owner(_key, nodes, _opts), do: raise(ArgumentError, Options.not_nodes(nodes))
+  def owner(_key, nodes, _opts), do: raise(ArgumentError, Options.not_target(nodes))
 
   @doc """
   Returns the `count` best nodes for `key`, best first, all distinct.
@@ -171,7 +171,7 @@ defmodule HRW do
     end
   end
 
-  def owners(_key, nodes, _count, _opts), do: raise(ArgumentError, Options.not_nodes(nodes))
+  def owners(_key, nodes, _count, _opts), do: raise(ArgumentError, Options.not_target(nodes))
 
   @doc """
   Builds an O(log n) skeleton of `nodes` for `owner/3` and `owners/4`: fair,
@@ -233,8 +233,9 @@ defmodule HRW do
   CPU scheduler; batches of 20,000 keys or more are spread over a pool of one thread
   fewer than the dirty CPU schedulers, leaving a core to the normal schedulers. To
   choose the pool's size, set the application environment
-  `config :hrw, batch_threads: n` before the first batch of 20,000 keys or more: that
-  batch creates the pool, once. The calling process waits, other processes keep
+  `config :hrw, batch_threads: n` (a whole number from 1 to 4 times the schedulers
+  online; anything else raises `ArgumentError` at the next batch) before the first
+  batch of 20,000 keys or more: that batch creates the pool, once. The calling process waits, other processes keep
   running. A list target is prepared once for the whole batch. Options as for `owner/3`.
 
   Very large results land on the caller's heap: a process that receives a

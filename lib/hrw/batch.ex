@@ -108,12 +108,24 @@ defmodule HRW.Batch do
   @doc false
   # The rayon pool's size: the `:batch_threads` application setting, else one fewer
   # than the dirty CPU schedulers online. The pool is created once, by the first
-  # batch that is split over it (native/hrw_nif/src/batch.rs, `pool`).
+  # batch that is split over it (native/hrw_nif/src/batch.rs, `pool`). A setting
+  # is a whole number from 1 to 4 times the schedulers online (each is an OS
+  # thread: more only waits for cores); anything else raises, naming it.
   @spec threads() :: pos_integer()
   def threads do
+    max = 4 * :erlang.system_info(:schedulers_online)
+
     case Application.get_env(:hrw, :batch_threads) do
-      n when is_integer(n) and n > 0 -> n
-      _ -> default_threads(:erlang.system_info(:dirty_cpu_schedulers_online))
+      nil ->
+        default_threads(:erlang.system_info(:dirty_cpu_schedulers_online))
+
+      n when is_integer(n) and n >= 1 and n <= max ->
+        n
+
+      other ->
+        raise ArgumentError,
+              "config :hrw, batch_threads must be a whole number from 1 to #{max} " <>
+                "(4 times the #{div(max, 4)} schedulers online), got: #{HRW.brief(other)}"
     end
   end
 
@@ -126,17 +138,12 @@ defmodule HRW.Batch do
     Prepared.list_target(Options.nodes!(nodes), Options.scorer!(opts, caller) == :weighted)
   end
 
-  defp native_target(other, _opts, _caller), do: raise(ArgumentError, not_target(other))
-
-  defp not_target(other) do
-    "expected nodes to be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
-      HRW.brief(other)
-  end
+  defp native_target(other, _opts, _caller), do: raise(ArgumentError, Options.not_target(other))
 
   # A target for the Elixir-scorer paths, checked as the native path checks it.
   defp checked!(nodes) when is_list(nodes), do: Options.nodes!(nodes)
   defp checked!(%HRW.Skeleton{} = skeleton), do: skeleton
-  defp checked!(other), do: raise(ArgumentError, not_target(other))
+  defp checked!(other), do: raise(ArgumentError, Options.not_target(other))
 
   # Whether `target` is scored in Elixir (no native batch). Checks the options, for
   # every kind of target.

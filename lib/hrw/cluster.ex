@@ -565,7 +565,8 @@ defmodule HRW.Cluster do
           non_neg_integer()
         ) ::
           [{term(), [node()], [node()]}]
-  def moves(keys, old, new, count \\ 1) when is_list(keys) do
+  def moves(keys, old, new, count \\ 1) do
+    keys = HRW.Options.keys!(keys, proper: true)
     count = HRW.Options.count!(count)
     old = view_structure(old)
     new = view_structure(new)

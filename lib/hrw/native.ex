@@ -99,11 +99,14 @@ defmodule HRW.Native do
   def ring_owners_probe(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
 
   @doc false
-  def skeleton_new(_nodes, _weighted?, _leaf_size), do: :erlang.nif_error(:nif_not_loaded)
+  def skeleton_new(_nodes, _weighted?, _cluster_size), do: :erlang.nif_error(:nif_not_loaded)
   @doc false
-  def skeleton_new_dirty(_nodes, _weighted?, _leaf_size), do: :erlang.nif_error(:nif_not_loaded)
+  def skeleton_new_dirty(_nodes, _weighted?, _cluster_size),
+    do: :erlang.nif_error(:nif_not_loaded)
+
   @doc false
-  def skeleton_new_probe(_nodes, _weighted?, _leaf_size), do: :erlang.nif_error(:nif_not_loaded)
+  def skeleton_new_probe(_nodes, _weighted?, _cluster_size),
+    do: :erlang.nif_error(:nif_not_loaded)
 
   @doc false
   def skeleton_owner(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)

@@ -65,7 +65,9 @@ defmodule HRW.Options do
         scorer
 
       %mod{} = scorer ->
-        if function_exported?(mod, :score, 3) do
+        # A module not loaded yet (code loaded on demand, in a release or iex) is
+        # loaded before its function is looked for.
+        if Code.ensure_loaded?(mod) and function_exported?(mod, :score, 3) do
           scorer
         else
           raise ArgumentError, "scorer #{inspect(mod)} does not implement HRW.Scorer.score/3"
@@ -172,6 +174,17 @@ defmodule HRW.Options do
   @doc "The message for a target that is not a node list."
   @spec not_nodes(term()) :: String.t()
   def not_nodes(nodes), do: "expected nodes to be a non-empty list, got: #{HRW.brief(nodes)}"
+
+  @doc """
+  The message for a target that is neither a node list nor a prepared structure,
+  the same from every function that takes one (`owner/3`, `owners/4`, batches,
+  `group_by_owner/3`, `moves/4`).
+  """
+  @spec not_target(term()) :: String.t()
+  def not_target(other) do
+    "expected nodes to be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
+      HRW.brief(other)
+  end
 
   @doc "A list of keys; with `proper: true` also a proper one."
   @spec keys!(term(), keyword()) :: [term()]

@@ -17,9 +17,18 @@ defmodule HRW.Prepared do
   @typedoc "A prepared structure."
   @type t :: HRW.Ring.t() | HRW.Skeleton.t()
 
-  @doc "True for a ring or a skeleton (usable in guards)."
+  @doc """
+  True for a ring or a skeleton with every field of its struct (usable in
+  guards): a map that names the struct but lacks a field is no target, and gets
+  the same `ArgumentError` as any other.
+  """
   defguard is_prepared(target)
-           when is_struct(target, HRW.Ring) or is_struct(target, HRW.Skeleton)
+           when (is_struct(target, HRW.Ring) or
+                   (is_struct(target, HRW.Skeleton) and is_map_key(target, :cluster_size) and
+                      is_map_key(target, :fanout) and is_map_key(target, :scorer))) and
+                  is_map_key(target, :nodes) and is_map_key(target, :weights) and
+                  is_map_key(target, :resource) and is_map_key(target, :fingerprint) and
+                  is_map_key(target, :overrides)
 
   # -- lookups ---------------------------------------------------------------------
 

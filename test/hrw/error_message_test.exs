@@ -85,7 +85,7 @@ defmodule HRW.ErrorMessageTest do
     |> then(&assert(&1 == @answered, "calls that answered: #{inspect(&1)}"))
   end
 
-  test "the reported cases raise" do
+  test "huge integers as options and weights raise, naming what they are" do
     assert message(fn -> HRW.build(["a"], cluster_size: 2 ** 1_000_000) end) =~ "cluster_size"
     assert message(fn -> HRW.build(["a"], fanout: 2 ** 1_000_000) end) =~ "fanout"
 

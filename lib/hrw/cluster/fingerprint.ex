@@ -41,8 +41,27 @@ defmodule HRW.Cluster.Fingerprint do
   @spec of([member()], keyword()) :: non_neg_integer()
   def of(members, opts \\ [])
 
-  def of(members, opts) when is_list(members) do
+  def of(members, opts) when is_list(members) and is_list(opts) do
+    unless HRW.Options.proper?(members),
+      do: raise(ArgumentError, "HRW.Cluster.Fingerprint.of/2 takes a proper list of members")
+
+    unless Keyword.keyword?(opts) and Keyword.keys(opts) -- [:weighted] == [],
+      do:
+        raise(
+          ArgumentError,
+          "HRW.Cluster.Fingerprint.of/2 takes the option :weighted only, got: " <>
+            HRW.brief(opts)
+        )
+
     weighted = Keyword.get_lazy(opts, :weighted, fn -> weighted?(members) end)
+
+    unless is_boolean(weighted),
+      do:
+        raise(
+          ArgumentError,
+          "HRW.Cluster.Fingerprint.of/2 :weighted must be true or false, got: " <>
+            HRW.brief(weighted)
+        )
 
     {sum, count} =
       members
@@ -51,6 +70,11 @@ defmodule HRW.Cluster.Fingerprint do
       |> Enum.reduce({0, 0}, fn id, {sum, count} -> {sum + mix(id) &&& @mask, count + 1} end)
 
     mix(bxor(count, sum))
+  end
+
+  def of(members, opts) when is_list(members) do
+    raise ArgumentError,
+          "HRW.Cluster.Fingerprint.of/2 takes a keyword list of options, got: #{HRW.brief(opts)}"
   end
 
   def of(other, _opts) do
@@ -82,13 +106,31 @@ defmodule HRW.Cluster.Fingerprint do
 
   @doc "A fingerprint as 16 lower-case hexadecimal digits, for logs."
   @spec hex(non_neg_integer()) :: String.t()
-  def hex(fingerprint) when is_integer(fingerprint) do
+  def hex(fingerprint)
+      when is_integer(fingerprint) and fingerprint >= 0 and fingerprint <= @mask do
     fingerprint |> Integer.to_string(16) |> String.downcase() |> String.pad_leading(16, "0")
+  end
+
+  def hex(other) do
+    raise ArgumentError,
+          "HRW.Cluster.Fingerprint.hex/1 takes a fingerprint, an integer in 0..2^64-1, got: " <>
+            HRW.brief(other)
   end
 
   defp weighted?([{_node, weight} | _]) when is_number(weight), do: true
   defp weighted?(_members), do: false
 
-  defp id({node, weight}, true) when is_number(weight), do: HRW.term_id({node, weight / 1})
+  defp id({node, weight}, true) when is_number(weight), do: HRW.term_id({node, float!(weight)})
   defp id(member, _weighted), do: HRW.term_id(member)
+
+  # An integer weight past the largest float has no float to hash.
+  defp float!(weight) do
+    weight / 1
+  rescue
+    ArithmeticError ->
+      reraise ArgumentError,
+              "HRW.Cluster.Fingerprint.of/2: weight #{HRW.brief(weight)} is beyond the " <>
+                "largest float",
+              __STACKTRACE__
+  end
 end

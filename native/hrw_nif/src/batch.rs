@@ -81,7 +81,7 @@ impl<'a> Nodes<'a> {
 }
 
 /// A decoded target: `{:ring, resource, nodes}`, `{:skeleton, resource, nodes}` or
-/// `{:list, nodes, weighted?}` (encoded by `HRW.Prepared.nif_target/2`).
+/// `{:list, nodes, weighted?}` (encoded by `HRW.Prepared.nif_target/1`).
 struct Target<'a> {
     structure: Structure<'a>,
     nodes: Nodes<'a>,
@@ -375,4 +375,4 @@ fn moves<'a>(
 
 nif!(batch_owners => owners(env, keys, target, threads));
 nif!(batch_groups => groups(env, keys, target, threads));
-nif!(batch_moves => moves(env, keys, before, after, threads));
+nif!(batch_moves => moves(env, keys, before, later, threads));

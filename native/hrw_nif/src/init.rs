@@ -7,7 +7,8 @@
 //! 25–29 a failed `on_load` of a module whose code is identical to the loaded one
 //! leaves the loaded module's funs pointing at the discarded code: calls through
 //! them raise `BadFunctionError`, or jump into freed memory and crash the VM
-//! (test/hrw/reload_test.exs shows both before this entry existed).
+//! (bench/results/otp-load-file-race-2026-12-02.txt; test/hrw/reload_test.exs
+//! holds the reloads that must work).
 //!
 //! So both callbacks succeed whenever the resource types can be opened:
 //! - `load` (first load, or a load after the module was deleted and purged) and
