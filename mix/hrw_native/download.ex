@@ -357,6 +357,17 @@ defmodule Mix.HrwNative.Download do
       {:unavailable,
        "the proxy #{s.proxy.shown} answered HTTP #{status} to the CONNECT for #{Wire.show(s.url)}"}
 
+  # What :httpc itself refuses (OTP 26 and later): headers past its limit, a
+  # Content-Length that is not a number. Refused, as the same answers are here.
+  defp failed(s, {:header_too_long, {:max, max}}),
+    do: {:refused, "#{Wire.show(s.url)} sent headers over the #{max}-byte limit of :httpc"}
+
+  defp failed(s, {:invalid_content_length, value}) when is_list(value),
+    do:
+      {:refused,
+       "#{Wire.show(s.url)} sent a bad content-length: " <>
+         Wire.escape(IO.chardata_to_string(value))}
+
   defp failed(s, reason),
     do: {:unavailable, "downloading #{Wire.show(s.url)} failed: #{describe(reason)}"}
 

@@ -69,8 +69,11 @@ defmodule Mix.HrwNative.DownloadTest do
         ] do
       base = serve(handler: fn _ -> endless(head, piece) end)
       message = error!(c, base_url: base, cargo: c.fake_cargo)
-      assert message =~ ~r/sent over \d+ MiB of status line, headers or error body/, message
-      assert message =~ "over the 16 MiB an answer may hold before its body"
+
+      # OTP 26 and later's :httpc cuts headers at 10 KiB itself.
+      assert message =~
+               ~r/sent over \d+ MiB of status line, headers or error body, over the 16 MiB an answer may hold before its body|sent headers over the \d+-byte limit of :httpc/,
+             message
     end
 
     assert cargo_args(c) == nil
@@ -138,13 +141,13 @@ defmodule Mix.HrwNative.DownloadTest do
     assert cargo_args(c) == nil
   end
 
-  # :httpc keeps one value of a repeated header, and reads "-1" as no length
-  # (until the connection closes, capped): what those frame reaches the
-  # checksum, which refuses it.
+  # :httpc keeps one value of a repeated header; OTP 25's reads "-1" as no length
+  # (until the connection closes, capped), and what that frames reaches the
+  # checksum, which refuses it; OTP 26 and later's refuses "-1" itself.
   test "a bad Content-Length is refused and shown escaped", c do
     for {length, said} <- [
           {"5\e[2J", "sent a bad content-length: 5\\x1B[2J"},
-          {"-1", "(5 bytes) has sha256:"},
+          {"-1", ~r/\(5 bytes\) has sha256:|sent a bad content-length: -1/},
           {"99999999999999999999999", "sent a bad content-length: 9999"},
           {"5\r\ncontent-length: 4", "bytes) has sha256:"}
         ] do
