@@ -759,6 +759,45 @@ def pinned_default_cluster_size():
         print(owners)
 
 
+# ---------------------------------------------------------------------------
+# §7: member-set fingerprints, transcribed from the text.
+
+def splitmix_out(z):
+    z = (z + 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+def fingerprint(members, weighted=None):
+    """members: terms, or (node, weight) pairs; weighted decided from all of them
+    when not given. A weighted node's repeated ids fold to their largest weight."""
+    if weighted is None:
+        weighted = bool(members) and all(
+            isinstance(m, tuple) and len(m) == 2 and isinstance(m[1], (int, float))
+            and not isinstance(m[1], bool) for m in members)
+    if weighted:
+        largest = {}
+        for node, w in members:
+            assert 0 < w <= 2**53, w
+            nid = term_id(node)
+            first, kept = largest.get(nid, (node, w))
+            largest[nid] = (first, max(kept, w))
+        ids = {term_id((node, float(w))) for node, w in largest.values()}
+    else:
+        ids = {term_id(m) for m in members}
+    total = sum(splitmix_out(i) for i in ids) & MASK
+    return splitmix_out(len(ids) ^ total)
+
+
+def pinned_fingerprints():
+    a, b, c = Atom("a@127.0.0.1"), Atom("b@127.0.0.1"), Atom("c@127.0.0.1")
+    print("# §7 fingerprints")
+    for members in ([], [a], [a, b], [b, a, c], [(a, 1), (b, 2.5)], [b"cache-1", b"cache-2"],
+                    [(a, 1), (a, 2)], [(a, 2)], [(a, 1), b], [b, (a, 1)]):
+        print(f"0x{fingerprint(members):016x}", members)
+
+
 if __name__ == "__main__":
     import sys
 
@@ -772,3 +811,4 @@ if __name__ == "__main__":
         print_vectors()
         pinned_skeleton()
         pinned_default_cluster_size()
+        pinned_fingerprints()

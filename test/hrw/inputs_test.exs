@@ -124,7 +124,7 @@ defmodule HRW.InputsTest do
           {fn -> Fingerprint.of([:a], :weighted) end, "a keyword list of options"},
           {fn -> Fingerprint.of([:a], bogus: 1) end, "the option :weighted only"},
           {fn -> Fingerprint.of([:a], weighted: :yes) end, ":weighted must be true or false"},
-          {fn -> Fingerprint.of([{:a, Integer.pow(2, 1100)}]) end, "beyond the largest float"},
+          {fn -> Fingerprint.of([{:a, Integer.pow(2, 1100)}]) end, "0 < weight <= 2^53"},
           {fn -> Fingerprint.of(:a) end, "a list of members"},
           {fn -> Fingerprint.hex(-1) end, "an integer in 0..2^64-1"},
           {fn -> Fingerprint.hex(:a) end, "an integer in 0..2^64-1"},

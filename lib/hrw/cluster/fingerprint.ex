@@ -9,15 +9,19 @@ defmodule HRW.Cluster.Fingerprint do
       id(m)  = HRW.term_id(m)                  for a bare node m
       id(m)  = HRW.term_id({node, weight / 1}) for {node, weight}: the weight as a float
       mix(z) = z += 0x9e3779b97f4a7c15
-               z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-               z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-               z ^ (z >> 31)
-      fingerprint = mix(n ^ Σ mix(id(m)))      n members, distinct ids, sum mod 2^64
+               z = (z xor (z >> 30)) * 0xbf58476d1ce4e5b9
+               z = (z xor (z >> 27)) * 0x94d049bb133111eb
+               z xor (z >> 31)
+      fingerprint = mix(n xor Σ mix(id(m)))    n distinct ids, sum mod 2^64
 
-  Members with equal ids count once (docs/HASHING.md §6), as in a structure.
+  Members fold as a structure folds them (docs/HASHING.md §6): bare nodes with
+  equal ids count once; weighted nodes with equal ids count once, with the
+  largest of their weights. So two member lists that build the same structure
+  have the same fingerprint.
   """
 
   import Bitwise
+  import HRW.Weighted, only: [is_weight: 1]
 
   @mask 0xFFFF_FFFF_FFFF_FFFF
 
@@ -25,9 +29,12 @@ defmodule HRW.Cluster.Fingerprint do
   @type member :: term() | {term(), number()}
 
   @doc """
-  The fingerprint of `members`, bare nodes or `{node, weight}` entries (all of one
-  kind: a tuple is taken for a weighted entry when `weighted: true`, the default
-  when the first entry is a 2-tuple whose second element is a number).
+  The fingerprint of `members`, bare nodes or `{node, weight}` entries, all of one
+  kind: with `weighted: true` every member is `{node, weight}` with a weight of
+  docs/HASHING.md §3 (`0 < weight <= 2^53`, else `ArgumentError`); with
+  `weighted: false` every member is a bare node (a tuple too). Without the option
+  the list is weighted when it is not empty and every member is a 2-tuple whose
+  second element is a number: decided from all of them, so in any order alike.
 
   ## Examples
 
@@ -65,8 +72,7 @@ defmodule HRW.Cluster.Fingerprint do
 
     {sum, count} =
       members
-      |> Enum.map(&id(&1, weighted))
-      |> Enum.uniq()
+      |> ids(weighted)
       |> Enum.reduce({0, 0}, fn id, {sum, count} -> {sum + mix(id) &&& @mask, count + 1} end)
 
     mix(bxor(count, sum))
@@ -117,20 +123,25 @@ defmodule HRW.Cluster.Fingerprint do
             HRW.brief(other)
   end
 
-  defp weighted?([{_node, weight} | _]) when is_number(weight), do: true
-  defp weighted?(_members), do: false
+  defp weighted?([]), do: false
+  defp weighted?(members), do: Enum.all?(members, &match?({_node, w} when is_number(w), &1))
 
-  defp id({node, weight}, true) when is_number(weight), do: HRW.term_id({node, float!(weight)})
-  defp id(member, _weighted), do: HRW.term_id(member)
+  # The distinct ids, folded as §6 folds a structure's nodes.
+  defp ids(members, false), do: members |> Enum.map(&HRW.term_id/1) |> Enum.uniq()
 
-  # An integer weight past the largest float has no float to hash.
-  defp float!(weight) do
-    weight / 1
-  rescue
-    ArithmeticError ->
-      reraise ArgumentError,
-              "HRW.Cluster.Fingerprint.of/2: weight #{HRW.brief(weight)} is beyond the " <>
-                "largest float",
-              __STACKTRACE__
+  defp ids(members, true) do
+    members
+    |> Enum.reduce(%{}, fn
+      {node, weight}, acc when is_weight(weight) ->
+        Map.update(acc, HRW.term_id(node), {node, weight}, fn {first, kept} ->
+          {first, if(weight > kept, do: weight, else: kept)}
+        end)
+
+      other, _acc ->
+        raise ArgumentError,
+              "HRW.Cluster.Fingerprint.of/2: a weighted member is {node, weight} with " <>
+                "0 < weight <= 2^53 (docs/HASHING.md §3), got: #{HRW.brief(other)}"
+    end)
+    |> Enum.map(fn {_id, {node, weight}} -> HRW.term_id({node, weight / 1}) end)
   end
 end
