@@ -86,7 +86,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
          {:ok, nif} <- opts.nif_version,
          fetch_opts = Map.merge(opts, %{target: target, nif_version: nif}),
          {:ok, library, from} <- Precompiled.fetch(fetch_opts) do
-      name = Precompiled.archive_name(opts.version, nif, target)
+      name = Mix.HrwNative.Target.archive_name(opts.version, nif, target)
       installed = install!(library, dest)
 
       Mix.shell().info(
@@ -179,7 +179,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
     architecture = List.to_string(:erlang.system_info(:system_architecture))
 
     host =
-      with :error <- Precompiled.host_target(),
+      with :error <- Mix.HrwNative.Target.host_target(),
            do: {:error, "its target triple cannot be worked out from #{architecture}"}
 
     {target, cross_target} =
@@ -190,17 +190,17 @@ defmodule Mix.Tasks.Compile.HrwNative do
       end
 
     nif_version =
-      with :error <- Precompiled.nif_version(vm_nif) do
+      with :error <- Mix.HrwNative.Target.nif_version(vm_nif) do
         {:error,
          "this VM speaks NIF #{vm_nif}; archives are built for " <>
-           Enum.join(Precompiled.nif_versions(), ", ")}
+           Enum.join(Mix.HrwNative.Target.nif_versions(), ", ")}
       end
 
     project = Mix.Project.config()
 
     %{
       version: project[:version],
-      checksum_file: Path.expand("../../" <> Precompiled.checksum_file_name(), __DIR__),
+      checksum_file: Path.expand("../../" <> Mix.HrwNative.Checksums.file_name(), __DIR__),
       base_url: nonempty(env["HRW_NATIVE_BASE_URL"]) || project[:hrw_native][:base_url],
       cache_dir: nonempty(env["HRW_NATIVE_CACHE_DIR"]) || user_cache_dir(env),
       target: target,
@@ -360,7 +360,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
       )
     end
 
-    case Mix.HrwNative.SafeFile.read(library, Precompiled.max_library_bytes()) do
+    case Mix.HrwNative.SafeFile.read(library, Mix.HrwNative.Archive.max_library_bytes()) do
       {:ok, bytes} -> if install!(bytes, dest), do: :ok, else: :noop
       {:error, :enoent} -> Mix.raise("cannot read the library cargo built: #{library} is gone")
       {:error, reason} -> Mix.raise("cannot read the library cargo built: #{reason}")

@@ -8,8 +8,6 @@ defmodule Mix.HrwNative.ArchiveGlibcTest do
   # (ExUnit lists them as skipped), the version parser's test still runs.
   use ExUnit.Case, async: true
 
-  alias Mix.HrwNative.Precompiled
-
   doctest Mix.Tasks.Hrw.Native.Package
 
   @floor {2, 17}
@@ -46,12 +44,19 @@ defmodule Mix.HrwNative.ArchiveGlibcTest do
       @tag target: target, machine: machine
       test "#{target}: the library is for its CPU and needs glibc 2.17 at most", ctx do
         readelf = System.find_executable("readelf") || flunk("readelf (binutils) is not on PATH")
-        [nif | _] = Precompiled.nif_versions()
-        name = Precompiled.archive_name(Mix.Project.config()[:version], nif, ctx.target)
+        [nif | _] = Mix.HrwNative.Target.nif_versions()
+        name = Mix.HrwNative.Target.archive_name(Mix.Project.config()[:version], nif, ctx.target)
         path = Path.join(System.fetch_env!("HRW_ARCHIVE_DIR"), name)
         assert File.regular?(path), "no archive #{path}"
         data = File.read!(path)
-        assert {:ok, library} = Precompiled.verify(data, name, Precompiled.checksum(data), path)
+
+        assert {:ok, library} =
+                 Mix.HrwNative.Archive.verify(
+                   data,
+                   name,
+                   Mix.HrwNative.Checksums.checksum(data),
+                   path
+                 )
 
         tmp = Path.join(System.tmp_dir!(), "hrw-glibc-#{System.unique_integer([:positive])}.so")
         File.write!(tmp, library)

@@ -7,8 +7,6 @@ defmodule Mix.HrwNative.CacheTest do
 
   import HRW.Test.NativeMirror
 
-  alias Mix.HrwNative.Precompiled
-
   # The user the folders of "another user" belong to.
   @nobody 65_534
 
@@ -166,8 +164,8 @@ defmodule Mix.HrwNative.CacheTest do
 
     for cut <- [4, 8, div(byte_size(data), 2)] do
       truncated = binary_part(data, 0, byte_size(data) - cut)
-      sums = %{c.fixture.name => Precompiled.checksum(truncated)}
-      File.write!(c.checksum_file, Precompiled.checksum_file_text(sums))
+      sums = %{c.fixture.name => Mix.HrwNative.Checksums.checksum(truncated)}
+      File.write!(c.checksum_file, Mix.HrwNative.Checksums.text(sums))
       mirror = serve(routes: %{("/" <> c.fixture.name) => {200, [], truncated}})
       File.rm_rf!(c.cache_dir)
       message = mix_error(fn -> obtain(c, base_url: mirror, cargo: c.fake_cargo) end)
@@ -240,10 +238,10 @@ defmodule Mix.HrwNative.CacheTest do
 
   test "an archive inflating past the library limit is refused while inflating", c do
     size = @library_limit + 1024 * 1024
-    bomb = bomb(Precompiled.library_name(c.fixture.name), size)
-    assert byte_size(bomb) < Precompiled.max_archive_bytes()
-    sums = %{c.fixture.name => Precompiled.checksum(bomb)}
-    File.write!(c.checksum_file, Precompiled.checksum_file_text(sums))
+    bomb = bomb(Mix.HrwNative.Target.library_name(c.fixture.name), size)
+    assert byte_size(bomb) < Mix.HrwNative.Archive.max_archive_bytes()
+    sums = %{c.fixture.name => Mix.HrwNative.Checksums.checksum(bomb)}
+    File.write!(c.checksum_file, Mix.HrwNative.Checksums.text(sums))
     mirror = serve(routes: %{("/" <> c.fixture.name) => {200, [], bomb}})
 
     # Downloaded, then from the cache.
@@ -255,12 +253,12 @@ defmodule Mix.HrwNative.CacheTest do
     end
 
     assert cargo_args(c) == nil
-    assert Precompiled.max_library_bytes() == @library_limit
+    assert Mix.HrwNative.Archive.max_library_bytes() == @library_limit
   end
 
   test "a checksum file with a duplicate key, or that is not one, is refused by name", c do
-    sum = Precompiled.checksum(c.fixture.data)
-    other = Precompiled.checksum("other")
+    sum = Mix.HrwNative.Checksums.checksum(c.fixture.data)
+    other = Mix.HrwNative.Checksums.checksum("other")
 
     File.write!(c.checksum_file, """
     %{#{inspect(c.fixture.name)} => #{inspect(sum)}, #{inspect(c.fixture.name)} => #{inspect(other)}}
@@ -275,7 +273,7 @@ defmodule Mix.HrwNative.CacheTest do
     message = mix_error(fn -> obtain(c, cargo: c.fake_cargo) end)
     assert message =~ "the checksum file #{c.checksum_file} is not a map"
 
-    File.write!(c.checksum_file, Precompiled.checksum_file_text(%{}))
+    File.write!(c.checksum_file, Mix.HrwNative.Checksums.text(%{}))
     File.rm_rf!(c.dest)
     assert obtain(c, cargo: c.fake_cargo) == :ok
     assert_received {:mix_shell, :info, ["No precompiled hrw NIF for " <> why]}
@@ -287,9 +285,9 @@ defmodule Mix.HrwNative.CacheTest do
     refute File.exists?(cached(c))
 
     # A target it does not list: the message names those it does.
-    sums = %{c.fixture.name => Precompiled.checksum(c.fixture.data)}
-    File.write!(c.checksum_file, Precompiled.checksum_file_text(sums))
-    {:ok, host} = Precompiled.host_target()
+    sums = %{c.fixture.name => Mix.HrwNative.Checksums.checksum(c.fixture.data)}
+    File.write!(c.checksum_file, Mix.HrwNative.Checksums.text(sums))
+    {:ok, host} = Mix.HrwNative.Target.host_target()
     other = {:ok, "riscv64gc-unknown-linux-gnu"}
     message = mix_error(fn -> obtain(c, target: other) end)
     assert message =~ "(it lists archives for #{host} (NIF 2.16))", message

@@ -6,8 +6,6 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
   # by path. Hostile mirrors, files and settings: download_test.exs,
   # https_test.exs, cache_test.exs and settings_test.exs, beside this file.
   use ExUnit.Case, async: false
-
-  alias Mix.HrwNative.Precompiled
   alias Mix.Tasks.Compile.HrwNative
   alias Mix.Tasks.Hrw.Native.Checksum
   alias Mix.Tasks.Hrw.Native.Package
@@ -57,7 +55,7 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
     name = Path.basename(archive)
 
     checksums =
-      Checksum.write(good, Path.join(package, Precompiled.checksum_file_name()), version())
+      Checksum.write(good, Path.join(package, Mix.HrwNative.Checksums.file_name()), version())
 
     assert Map.keys(checksums) == [name]
 
@@ -88,7 +86,11 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
       log: log,
       target_dir: target_dir,
       base: "http://127.0.0.1:#{port}",
-      library: archive |> File.read!() |> Precompiled.verify(name, checksums[name], "") |> elem(1)
+      library:
+        archive
+        |> File.read!()
+        |> Mix.HrwNative.Archive.verify(name, checksums[name], "")
+        |> elem(1)
     }
   end
 
@@ -146,12 +148,12 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
   end
 
   defp opts(ctx, overrides) do
-    {:ok, target} = Precompiled.host_target()
+    {:ok, target} = Mix.HrwNative.Target.host_target()
 
     Map.merge(
       %{
         version: version(),
-        checksum_file: Path.join(ctx.package, Precompiled.checksum_file_name()),
+        checksum_file: Path.join(ctx.package, Mix.HrwNative.Checksums.file_name()),
         base_url: ctx.base <> "/good",
         cache_dir: Path.join(ctx.case_dir, "cache"),
         target: {:ok, target},
@@ -177,8 +179,8 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
     File.mkdir_p!(Path.join(ctx.mirror, dir))
     File.write!(Path.join([ctx.mirror, dir, ctx.name]), data)
     checksum_file = Path.join(ctx.case_dir, "checksum.exs")
-    sums = %{ctx.name => sum || Precompiled.checksum(data)}
-    File.write!(checksum_file, Precompiled.checksum_file_text(sums))
+    sums = %{ctx.name => sum || Mix.HrwNative.Checksums.checksum(data)}
+    File.write!(checksum_file, Mix.HrwNative.Checksums.text(sums))
     [base_url: "#{ctx.base}/#{dir}", checksum_file: checksum_file]
   end
 
@@ -198,7 +200,13 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
   end
 
   test "a wrong checksum is refused, nothing installed, even with cargo", ctx do
-    opts = bad_mirror(ctx, "wrong-sum", File.read!(ctx.archive), Precompiled.checksum("other"))
+    opts =
+      bad_mirror(
+        ctx,
+        "wrong-sum",
+        File.read!(ctx.archive),
+        Mix.HrwNative.Checksums.checksum("other")
+      )
 
     assert_raise Mix.Error,
                  ~r/refusing the precompiled hrw NIF: .* has sha256:.* but .* expects/s,
@@ -214,7 +222,7 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
   test "an archive holding another file beside the library is refused", ctx do
     dir = Path.join(ctx.case_dir, "extra")
     File.mkdir_p!(dir)
-    library = Path.join(dir, Precompiled.library_name(ctx.name))
+    library = Path.join(dir, Mix.HrwNative.Target.library_name(ctx.name))
     File.write!(library, ctx.library)
     File.write!(Path.join(dir, "README"), "surprise")
     evil = Path.join(dir, ctx.name)

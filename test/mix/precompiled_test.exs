@@ -3,19 +3,17 @@ defmodule Mix.HrwNative.PrecompiledTest do
   # task and the producer tasks must agree on, without a network or a build.
   use ExUnit.Case, async: true
 
-  alias Mix.HrwNative.Precompiled
-
   test "archive names follow RustlerPrecompiled's convention" do
-    assert Precompiled.archive_name("0.3.0", "2.16", "x86_64-unknown-linux-gnu") ==
+    assert Mix.HrwNative.Target.archive_name("0.3.0", "2.16", "x86_64-unknown-linux-gnu") ==
              "libhrw_nif-v0.3.0-nif-2.16-x86_64-unknown-linux-gnu.so.tar.gz"
 
-    assert Precompiled.archive_name("0.3.0", "2.16", "aarch64-apple-darwin") ==
+    assert Mix.HrwNative.Target.archive_name("0.3.0", "2.16", "aarch64-apple-darwin") ==
              "libhrw_nif-v0.3.0-nif-2.16-aarch64-apple-darwin.so.tar.gz"
 
-    assert Precompiled.archive_name("0.3.0", "2.16", "x86_64-pc-windows-msvc") ==
+    assert Mix.HrwNative.Target.archive_name("0.3.0", "2.16", "x86_64-pc-windows-msvc") ==
              "hrw_nif-v0.3.0-nif-2.16-x86_64-pc-windows-msvc.dll.tar.gz"
 
-    assert Precompiled.library_name("libhrw_nif-v0.3.0-nif-2.16-x.so.tar.gz") ==
+    assert Mix.HrwNative.Target.library_name("libhrw_nif-v0.3.0-nif-2.16-x.so.tar.gz") ==
              "libhrw_nif-v0.3.0-nif-2.16-x.so"
   end
 
@@ -35,29 +33,32 @@ defmodule Mix.HrwNative.PrecompiledTest do
           {"x86_64-apple-darwin21.6.0", mac, "x86_64-apple-darwin"},
           {"win32", {:win32, :nt}, "x86_64-pc-windows-msvc"}
         ] do
-      assert Precompiled.host_target(arch, os, 8) == {:ok, triple}, arch
+      assert Mix.HrwNative.Target.host_target(arch, os, 8) == {:ok, triple}, arch
     end
 
-    assert Precompiled.host_target("win32", {:win32, :nt}, 4) == :error
-    assert Precompiled.host_target("sparc", {:unix, :sunos}, 8) == :error
-    assert {:ok, _} = Precompiled.host_target()
+    assert Mix.HrwNative.Target.host_target("win32", {:win32, :nt}, 4) == :error
+    assert Mix.HrwNative.Target.host_target("sparc", {:unix, :sunos}, 8) == :error
+    assert {:ok, _} = Mix.HrwNative.Target.host_target()
   end
 
   test "a VM loads the newest published NIF version of its major not above its own" do
-    assert Precompiled.nif_version("2.16") == {:ok, "2.16"}
+    assert Mix.HrwNative.Target.nif_version("2.16") == {:ok, "2.16"}
     # OTP 27 and 29 load the 2.16 build (measured: DESIGN.md, third round).
-    assert Precompiled.nif_version("2.17") == {:ok, "2.16"}
-    assert Precompiled.nif_version("2.18") == {:ok, "2.16"}
-    assert Precompiled.nif_version("2.15") == :error
-    assert Precompiled.nif_version("3.0") == :error
-    assert Precompiled.nif_version("junk") == :error
+    assert Mix.HrwNative.Target.nif_version("2.17") == {:ok, "2.16"}
+    assert Mix.HrwNative.Target.nif_version("2.18") == {:ok, "2.16"}
+    assert Mix.HrwNative.Target.nif_version("2.15") == :error
+    assert Mix.HrwNative.Target.nif_version("3.0") == :error
+    assert Mix.HrwNative.Target.nif_version("junk") == :error
   end
 
   test "archives are named for the NIF version the crate is built against" do
     manifest = File.read!(Path.expand("../../native/hrw_nif/Cargo.toml", __DIR__))
 
     expected =
-      Enum.map(Precompiled.nif_versions(), &"nif_version_#{String.replace(&1, ".", "_")}")
+      Enum.map(
+        Mix.HrwNative.Target.nif_versions(),
+        &"nif_version_#{String.replace(&1, ".", "_")}"
+      )
 
     assert Regex.scan(~r/nif_version_\d+_\d+/, manifest) |> List.flatten() == expected
   end
@@ -67,13 +68,18 @@ defmodule Mix.HrwNative.PrecompiledTest do
     File.mkdir_p!(dir)
     on_exit(fn -> File.rm_rf!(dir) end)
     path = Path.join(dir, "checksum.exs")
-    sums = %{"b.tar.gz" => Precompiled.checksum("b"), "a.tar.gz" => Precompiled.checksum("a")}
-    File.write!(path, Precompiled.checksum_file_text(sums))
-    assert Precompiled.read_checksums(path) == {:ok, sums}
+
+    sums = %{
+      "b.tar.gz" => Mix.HrwNative.Checksums.checksum("b"),
+      "a.tar.gz" => Mix.HrwNative.Checksums.checksum("a")
+    }
+
+    File.write!(path, Mix.HrwNative.Checksums.text(sums))
+    assert Mix.HrwNative.Checksums.read(path) == {:ok, sums}
     assert File.read!(path) == IO.iodata_to_binary(Code.format_string!(File.read!(path))) <> "\n"
 
-    File.write!(path, Precompiled.checksum_file_text(%{}))
-    assert Precompiled.read_checksums(path) == {:ok, %{}}
+    File.write!(path, Mix.HrwNative.Checksums.text(%{}))
+    assert Mix.HrwNative.Checksums.read(path) == {:ok, %{}}
 
     for bad <- [
           ~S|%{"a" => "sha256:00"}|,
@@ -83,18 +89,18 @@ defmodule Mix.HrwNative.PrecompiledTest do
           "%{"
         ] do
       File.write!(path, bad)
-      assert {:error, message} = Precompiled.read_checksums(path), bad
+      assert {:error, message} = Mix.HrwNative.Checksums.read(path), bad
       assert message =~ "is not a map of archive names"
     end
 
-    assert Precompiled.read_checksums(Path.join(dir, "none.exs")) == {:error, :enoent}
+    assert Mix.HrwNative.Checksums.read(Path.join(dir, "none.exs")) == {:error, :enoent}
 
     File.write!(
       path,
-      ~s|%{"a" => #{inspect(Precompiled.checksum("a"))}, "a" => #{inspect(Precompiled.checksum("b"))}}|
+      ~s|%{"a" => #{inspect(Mix.HrwNative.Checksums.checksum("a"))}, "a" => #{inspect(Mix.HrwNative.Checksums.checksum("b"))}}|
     )
 
-    assert {:error, message} = Precompiled.read_checksums(path)
+    assert {:error, message} = Mix.HrwNative.Checksums.read(path)
     assert message == ~s|the checksum file #{path} lists "a" more than once|
   end
 
@@ -102,8 +108,8 @@ defmodule Mix.HrwNative.PrecompiledTest do
     root = Path.expand("../..", __DIR__)
 
     assert {:ok, _} =
-             Precompiled.read_checksums(Path.join(root, Precompiled.checksum_file_name()))
+             Mix.HrwNative.Checksums.read(Path.join(root, Mix.HrwNative.Checksums.file_name()))
 
-    assert Precompiled.checksum_file_name() in Mix.Project.config()[:package][:files]
+    assert Mix.HrwNative.Checksums.file_name() in Mix.Project.config()[:package][:files]
   end
 end

@@ -11,7 +11,7 @@ defmodule Mix.HrwNative.SettingsTest do
 
   # A target other than this machine's, on every CPU: HRW_NATIVE_TARGET naming the
   # host's own triple is no cross build (options/1 then treats it as unset).
-  @cross (case Precompiled.host_target() do
+  @cross (case Mix.HrwNative.Target.host_target() do
             {:ok, "aarch64-unknown-linux-gnu"} -> "x86_64-unknown-linux-gnu"
             _ -> "aarch64-unknown-linux-gnu"
           end)
@@ -82,7 +82,7 @@ defmodule Mix.HrwNative.SettingsTest do
     assert {opts.base_url, opts.timeout_ms, opts.target, opts.cache_dir} ==
              {"http://[::1]:9/m", 3_600_000, {:ok, @cross}, "/var/cache/hrw"}
 
-    {:ok, host} = Precompiled.host_target()
+    {:ok, host} = Mix.HrwNative.Target.host_target()
     assert host != @cross
     assert HrwNative.options(%{"HRW_NATIVE_TARGET" => host})[:cross_target] == nil
     assert HrwNative.options(%{}).base_url == Mix.Project.config()[:hrw_native][:base_url]
@@ -93,7 +93,7 @@ defmodule Mix.HrwNative.SettingsTest do
   defp cross_opts(c, overrides) do
     tmp = Path.dirname(c.case_dir)
     checksum_file = Path.join(tmp, "checksum.exs")
-    File.write!(checksum_file, Precompiled.checksum_file_text(%{}))
+    File.write!(checksum_file, Mix.HrwNative.Checksums.text(%{}))
 
     %{"HRW_NATIVE_TARGET" => @cross}
     |> HrwNative.options()

@@ -5,8 +5,6 @@ defmodule HRW.Test.NativeMirror do
   # request with its handler's reply and tells the test process which paths were
   # asked for, with their headers: {:mirror_request, path, headers}.
 
-  alias Mix.HrwNative.Precompiled
-
   # :ssl and :public_key are not applications of hrw's: they are put on the code
   # path at run time (Mix.HrwNative.OTPApps.on_code_path/1), and Elixir 1.15+
   # compiles this file without them.
@@ -355,19 +353,19 @@ defmodule HRW.Test.NativeMirror do
   and a checksum file listing it: `%{name, archive, data, checksum_file, library}`.
   """
   def archive(dir, library \\ "a library, for tests only") do
-    {:ok, target} = Precompiled.host_target()
-    name = Precompiled.archive_name(version(), "2.16", target)
+    {:ok, target} = Mix.HrwNative.Target.host_target()
+    name = Mix.HrwNative.Target.archive_name(version(), "2.16", target)
     File.mkdir_p!(dir)
-    lib = Path.join(dir, Precompiled.library_name(name))
+    lib = Path.join(dir, Mix.HrwNative.Target.library_name(name))
     File.write!(lib, library)
     path = Path.join(dir, name)
-    :ok = Precompiled.pack(lib, path)
+    :ok = Mix.HrwNative.Archive.pack(lib, path)
     data = File.read!(path)
     checksum_file = Path.join(dir, "checksum.exs")
 
     File.write!(
       checksum_file,
-      Precompiled.checksum_file_text(%{name => Precompiled.checksum(data)})
+      Mix.HrwNative.Checksums.text(%{name => Mix.HrwNative.Checksums.checksum(data)})
     )
 
     %{name: name, archive: path, data: data, checksum_file: checksum_file, library: library}
@@ -458,7 +456,7 @@ defmodule HRW.Test.NativeMirror do
 
   @doc "The compile task's options (`options/1`'s map) for a test folder, with `overrides`."
   def opts(c, overrides) do
-    {:ok, target} = Precompiled.host_target()
+    {:ok, target} = Mix.HrwNative.Target.host_target()
 
     Map.merge(
       %{

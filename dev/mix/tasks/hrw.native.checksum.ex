@@ -14,14 +14,12 @@ defmodule Mix.Tasks.Hrw.Native.Checksum do
   """
   use Mix.Task
 
-  alias Mix.HrwNative.Precompiled
-
   @impl Mix.Task
   def run(args) do
     case OptionParser.parse(args, strict: [output: :string]) do
       {opts, [dir], []} ->
         root = Path.dirname(Mix.Project.project_file())
-        default = Path.join(root, Precompiled.checksum_file_name())
+        default = Path.join(root, Mix.HrwNative.Checksums.file_name())
         output = Keyword.get(opts, :output, default)
         checksums = write(dir, output, Mix.Project.config()[:version])
         Mix.shell().info("Wrote #{map_size(checksums)} checksums to #{output}")
@@ -58,28 +56,28 @@ defmodule Mix.Tasks.Hrw.Native.Checksum do
         end
 
         data =
-          case Mix.HrwNative.SafeFile.read(path, Precompiled.max_archive_bytes()) do
+          case Mix.HrwNative.SafeFile.read(path, Mix.HrwNative.Archive.max_archive_bytes()) do
             {:ok, data} -> data
             {:error, reason} -> Mix.raise("#{path}: #{inspect(reason)}")
           end
 
-        sum = Precompiled.checksum(data)
+        sum = Mix.HrwNative.Checksums.checksum(data)
 
-        case Precompiled.verify(data, name, sum, path) do
+        case Mix.HrwNative.Archive.verify(data, name, sum, path) do
           {:ok, _library} -> {name, sum}
           {:refused, reason} -> Mix.raise("#{path}: #{reason}")
         end
       end)
 
-    case Mix.HrwNative.SafeFile.write(output, Precompiled.checksum_file_text(checksums)) do
+    case Mix.HrwNative.SafeFile.write(output, Mix.HrwNative.Checksums.text(checksums)) do
       :ok -> checksums
       {:error, reason} -> Mix.raise("cannot write #{output}: #{inspect(reason)}")
     end
   end
 
   defp expected_names(version) do
-    for nif <- Precompiled.nif_versions(),
-        target <- Precompiled.targets(),
-        do: Precompiled.archive_name(version, nif, target)
+    for nif <- Mix.HrwNative.Target.nif_versions(),
+        target <- Mix.HrwNative.Target.targets(),
+        do: Mix.HrwNative.Target.archive_name(version, nif, target)
   end
 end

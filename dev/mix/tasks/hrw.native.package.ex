@@ -26,8 +26,6 @@ defmodule Mix.Tasks.Hrw.Native.Package do
   then `mix hrw.native.checksum DIR` over the collected archives.
   """
   use Mix.Task
-
-  alias Mix.HrwNative.Precompiled
   alias Mix.Tasks.Compile.HrwNative
 
   @switches [target: :string, out: :string, cargo: :string]
@@ -47,7 +45,7 @@ defmodule Mix.Tasks.Hrw.Native.Package do
             version: Mix.Project.config()[:version]
           )
 
-        Mix.shell().info("#{archive}\n#{Precompiled.checksum(File.read!(archive))}")
+        Mix.shell().info("#{archive}\n#{Mix.HrwNative.Checksums.checksum(File.read!(archive))}")
 
       _ ->
         Mix.raise(
@@ -74,7 +72,7 @@ defmodule Mix.Tasks.Hrw.Native.Package do
           {triple, glibc, ["--target", target]}
       end
 
-    [nif | _] = Precompiled.nif_versions()
+    [nif | _] = Mix.HrwNative.Target.nif_versions()
     cargo = opts[:cargo] || if(glibc, do: zigbuild!(), else: "cargo")
 
     library =
@@ -86,9 +84,9 @@ defmodule Mix.Tasks.Hrw.Native.Package do
         Keyword.get(opts, :env, [])
       )
 
-    name = Precompiled.archive_name(Keyword.fetch!(opts, :version), nif, target)
+    name = Mix.HrwNative.Target.archive_name(Keyword.fetch!(opts, :version), nif, target)
     archive = Path.join(Keyword.fetch!(opts, :out), name)
-    :ok = Precompiled.pack(library, archive)
+    :ok = Mix.HrwNative.Archive.pack(library, archive)
     archive
   end
 
@@ -119,7 +117,7 @@ defmodule Mix.Tasks.Hrw.Native.Package do
   end
 
   defp host_target! do
-    case Precompiled.host_target() do
+    case Mix.HrwNative.Target.host_target() do
       {:ok, target} ->
         target
 
