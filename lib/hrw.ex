@@ -235,8 +235,9 @@ defmodule HRW do
   choose the pool's size, set the application environment
   `config :hrw, batch_threads: n` (a whole number from 1 to 4 times the schedulers
   online; anything else raises `ArgumentError` at the next batch) before the first
-  batch of 20,000 keys or more: that batch creates the pool, once. The calling process waits, other processes keep
-  running. A list target is prepared once for the whole batch. Options as for `owner/3`.
+  batch of 20,000 keys or more: that batch creates the pool, once. The calling
+  process waits, other processes keep running. A list target is prepared once for
+  the whole batch. Options as for `owner/3`.
 
   Very large results land on the caller's heap: a process that receives a
   10M-element list spends a long time in garbage collection, as with any

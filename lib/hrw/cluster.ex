@@ -177,8 +177,8 @@ defmodule HRW.Cluster do
   over: it continues its generation count and history (resized to its own depth)
   and publishes a new generation only if its members, weights, overrides or options
   give a different structure, or its `:quorum` differs (its snapshot then says
-  what its own quorum makes of the members, before `start/1` returns). Subscriptions belong to the server and end with it; a
-  restarted server has none. When the server stops with reason `:normal`
+  what its own quorum makes of the members, before `start/1` returns).
+  Subscriptions belong to the server and end with it; a restarted server has none. When the server stops with reason `:normal`
   (`GenServer.stop/1`), it erases the entry, and lookups raise `ArgumentError`
   until a server with that name publishes again (a `:permanent` child of a
   supervisor is restarted even after a `:normal` stop, and publishes at once).
