@@ -161,7 +161,7 @@ defmodule Hostile do
   def client(url) do
     root = Path.expand("..", __DIR__)
 
-    for file <- ~w(otp_apps wire proxy safe_file tls httpc_memory download),
+    for file <- ~w(otp_apps wire proxy safe_file tls httpc_memory download_failure download),
         do: Code.require_file("mix/hrw_native/#{file}.ex", root)
 
     started = System.monotonic_time(:millisecond)

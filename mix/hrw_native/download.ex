@@ -24,6 +24,7 @@ defmodule Mix.HrwNative.Download do
   """
 
   alias Mix.HrwNative.{Proxy, TLS, Wire}
+  alias Mix.HrwNative.Download.Failure
 
   @direct :hrw_native
   @proxied :hrw_native_proxied
@@ -173,7 +174,7 @@ defmodule Mix.HrwNative.Download do
         end
 
       {:error, reason} ->
-        {:unavailable, "downloading #{Wire.show(url)} failed: #{describe(reason)}"}
+        {:unavailable, "downloading #{Wire.show(url)} failed: #{Failure.describe(reason)}"}
     end
   end
 
@@ -206,7 +207,7 @@ defmodule Mix.HrwNative.Download do
 
         case Wire.content_length(values(headers, "content-length")) do
           {:ok, length} when length > s.opts.max_bytes ->
-            oversized(s, length)
+            Failure.oversized(s, length)
 
           {:error, reason} ->
             {:refused, "#{Wire.show(s.url)} sent #{reason}"}
@@ -224,7 +225,7 @@ defmodule Mix.HrwNative.Download do
         {:unavailable, "#{Wire.show(s.url)} answered HTTP #{status}"}
 
       {:error, reason} ->
-        failed(s, reason)
+        Failure.failed(s, reason)
 
       other ->
         stop_or_unexpected(s, other)
@@ -234,7 +235,7 @@ defmodule Mix.HrwNative.Download do
   defp body(s, pid, acc) do
     case next(s, now(), byte_size(acc)) do
       {:part, part} when byte_size(acc) + byte_size(part) > s.opts.max_bytes ->
-        oversized(s, byte_size(acc) + byte_size(part))
+        Failure.oversized(s, byte_size(acc) + byte_size(part))
 
       {:part, part} ->
         :ok = :httpc.stream_next(pid)
@@ -242,12 +243,12 @@ defmodule Mix.HrwNative.Download do
 
       {:end, _headers} ->
         case s.length do
-          {:ok, length} when length > byte_size(acc) -> truncated(s, length)
+          {:ok, length} when length > byte_size(acc) -> Failure.truncated(s, length)
           _ -> {:ok, acc, Wire.show(s.url)}
         end
 
       {:error, reason} ->
-        failed(s, reason)
+        Failure.failed(s, reason)
 
       other ->
         stop_or_unexpected(s, other)
@@ -285,7 +286,7 @@ defmodule Mix.HrwNative.Download do
                "an answer may hold before its body"}
 
           wait(s, since) == 0 ->
-            timed_out(s)
+            Failure.timed_out(s)
 
           true ->
             next(s, since, held)
@@ -304,94 +305,6 @@ defmodule Mix.HrwNative.Download do
   # What is left of a wait that began at `since`: at most the timeout, never past
   # the deadline.
   defp wait(s, since), do: max(min(since + s.opts.timeout_ms, s.deadline) - now(), 0)
-
-  defp timed_out(s) do
-    if s.deadline - now() <= 0,
-      do:
-        {:unavailable,
-         "downloading #{Wire.show(s.url)}: not done within #{s.opts.timeout_ms * 20} ms (timed out)"},
-      else:
-        {:unavailable,
-         "downloading #{Wire.show(s.url)}: no answer for #{s.opts.timeout_ms} ms (timed out)"}
-  end
-
-  defp failed(s, closed)
-       when closed in [:socket_closed_remotely, {:shutdown, :server_closed}] do
-    cond do
-      match?({:ok, _}, s.length) -> truncated(s, elem(s.length, 1))
-      s.chunked -> {:refused, "#{Wire.show(s.url)} was truncated: the chunked body did not end"}
-      true -> {:unavailable, "#{Wire.show(s.url)} closed the connection before its answer ended"}
-    end
-  end
-
-  defp failed(s, :timeout), do: timed_out(%{s | deadline: now()})
-
-  # :httpc lists a reason per address family tried (:inet6 first, then :inet),
-  # and :tls after a proxy's CONNECT: a TLS alert wins, else the last one.
-  defp failed(s, {:failed_connect, details}) do
-    reasons = for {family, _, reason} <- details, family in [:inet, :inet6, :tls], do: reason
-
-    reason =
-      Enum.find(reasons, &match?({:tls_alert, _}, &1)) || List.last(reasons) ||
-        {:failed_connect, details}
-
-    via = if s.proxy, do: " (through the proxy #{s.proxy.shown})", else: ""
-
-    case reason do
-      {:tls_alert, {alert, description}} ->
-        {:refused,
-         "the TLS handshake with #{Wire.show(s.url)}#{via} failed (#{alert}: " <>
-           "#{description |> to_string() |> String.replace(~r/\s+/, " ") |> String.trim() |> Wire.escape()})"}
-
-      :timeout ->
-        {:unavailable,
-         "connecting to #{Wire.show(s.url)}#{via}: no answer for #{s.opts.timeout_ms} ms (timed out)"}
-
-      reason ->
-        {:unavailable, "connecting to #{Wire.show(s.url)}#{via} failed: #{describe(reason)}"}
-    end
-  end
-
-  defp failed(s, {:could_not_establish_ssl_tunnel, {_, status, _}}),
-    do:
-      {:unavailable,
-       "the proxy #{s.proxy.shown} answered HTTP #{status} to the CONNECT for #{Wire.show(s.url)}"}
-
-  # What :httpc itself refuses (OTP 26 and later): headers past its limit, a
-  # Content-Length that is not a number. Refused, as the same answers are here.
-  defp failed(s, {:header_too_long, {:max, max}}),
-    do: {:refused, "#{Wire.show(s.url)} sent headers over the #{max}-byte limit of :httpc"}
-
-  defp failed(s, {:invalid_content_length, value}) when is_list(value),
-    do:
-      {:refused,
-       "#{Wire.show(s.url)} sent a bad content-length: " <>
-         Wire.escape(IO.chardata_to_string(value))}
-
-  defp failed(s, reason),
-    do: {:unavailable, "downloading #{Wire.show(s.url)} failed: #{describe(reason)}"}
-
-  # A reason in words when it is a POSIX error, else shown briefly and escaped.
-  defp describe(reason) when is_atom(reason) do
-    case :inet.format_error(reason) do
-      ~c"unknown POSIX error" ++ _ -> Atom.to_string(reason)
-      text -> "#{text} (#{reason})"
-    end
-  end
-
-  defp describe(reason), do: Wire.escape(inspect(reason, limit: 8, printable_limit: 100))
-
-  defp oversized(s, size),
-    do:
-      {:refused,
-       "#{Wire.show(s.url)} is at least #{size} bytes, over the #{s.opts.max_bytes}-byte limit of an archive"}
-
-  # Not how many bytes came: :httpc holds back what came with the head.
-  defp truncated(s, length),
-    do:
-      {:refused,
-       "#{Wire.show(s.url)} was truncated: the connection closed before its " <>
-         "#{length} declared bytes arrived"}
 
   defp now, do: System.monotonic_time(:millisecond)
 
