@@ -273,8 +273,11 @@ defmodule Mix.HrwNative.Wire do
   @doc "`url` as the string to request: its query included, its userinfo not."
   @spec request_url(url()) :: String.t()
   def request_url(%{} = url) do
+    # Written as clients write it, the default port left out (an http proxy gets
+    # this whole URL in its request line).
+    port = if url.port == Map.fetch!(@default_port, url.scheme), do: "", else: ":#{url.port}"
     query = if url.query, do: "?" <> url.query, else: ""
-    "#{url.scheme}://#{url.host}:#{url.port}#{url.path}#{query}"
+    "#{url.scheme}://#{url.host}#{port}#{url.path}#{query}"
   end
 
   @doc """

@@ -106,6 +106,8 @@ defmodule Mix.HrwNative.WireTest do
     {:ok, parsed} = Wire.parse("https://u:p@H.example:8443/a?q=1")
     assert Wire.show(parsed) == "https://h.example:8443/a"
     assert Wire.request_url(parsed) == "https://h.example:8443/a?q=1"
+    {:ok, default} = Wire.parse("https://h.example:443/a?q=1")
+    assert Wire.request_url(default) == "https://h.example/a?q=1"
     assert Wire.credentials(parsed) == {"u", "p"}
     assert String.length(Wire.escape(String.duplicate("x", 1000))) == 201
   end
