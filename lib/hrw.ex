@@ -113,7 +113,7 @@ defmodule HRW do
   # A ring or skeleton with a live resource and no overrides: its fields are
   # matched here, once, and `HRW.Prepared.lookup/5` picks its NIF.
   def owner(key, %kind{resource: r, nodes: nodes, overrides: nil} = target, [])
-      when is_reference(r) and is_prepared(target),
+      when is_reference(r) and (kind == HRW.Ring or kind == HRW.Skeleton),
       do: Prepared.lookup(kind, r, nodes, target, key)
 
   def owner(key, target, []) when is_prepared(target), do: Prepared.owner(target, key)

@@ -77,6 +77,11 @@ defmodule HRW.Prepared do
   end
 
   # The owner of `key` in the rebuilt structure (once: a rebuilt resource is live).
+  # Only a whole struct can be rebuilt: `HRW.owner/3`'s fast path matches just the
+  # fields it reads, so a map naming the struct but lacking one ends here.
+  defp stale_owner(prepared, _key) when not is_prepared(prepared),
+    do: raise(ArgumentError, HRW.Options.not_target(prepared))
+
   defp stale_owner(%HRW.Skeleton{} = skeleton, key) do
     %{nodes: nodes, resource: r} = rebuilt(skeleton)
     elem(nodes, Native.skeleton_owner(r, key))

@@ -52,50 +52,19 @@ defmodule Mix.HrwNative.SafeFile do
   """
   @spec read(Path.t(), non_neg_integer()) :: {:ok, binary()} | {:error, :enoent | String.t()}
   def read(path, max) do
-    case File.lstat(path) do
-      {:error, :enoent} ->
-        {:error, :enoent}
+    with {:ok, _stat} <- regular(path, max) do
+      # The file may grow or be swapped after lstat: read one byte past the cap.
+      case :file.open(path, [:read, :binary, :raw]) do
+        {:ok, fd} ->
+          try do
+            read_fd(fd, path, max)
+          after
+            :ok = :file.close(fd)
+          end
 
-      {:ok, %File.Stat{type: :regular, size: size}} when size > max ->
-        {:error, "#{path} is #{size} bytes, over the #{max}-byte limit"}
-
-      {:ok, %File.Stat{type: :regular}} ->
-        read_open(path, max)
-
-      {:ok, %File.Stat{type: type}} ->
-        {:error, "#{path} is #{kind(type)}, not a regular file"}
-
-      {:error, reason} ->
-        {:error, "#{path} cannot be read (#{:file.format_error(reason)})"}
-    end
-  end
-
-  defp read_open(path, max) do
-    # The file may grow or be swapped after lstat: read one byte past the cap.
-    case :file.open(path, [:read, :binary, :raw]) do
-      {:ok, fd} ->
-        result = :file.read(fd, max + 1)
-        :ok = :file.close(fd)
-
-        case result do
-          {:ok, data} when byte_size(data) > max ->
-            {:error, "#{path} is over the #{max}-byte limit"}
-
-          {:ok, data} ->
-            {:ok, data}
-
-          :eof ->
-            {:ok, ""}
-
-          {:error, reason} ->
-            {:error, "#{path} cannot be read (#{:file.format_error(reason)})"}
-        end
-
-      {:error, :enoent} ->
-        {:error, :enoent}
-
-      {:error, reason} ->
-        {:error, "#{path} cannot be read (#{:file.format_error(reason)})"}
+        {:error, reason} ->
+          open_error(path, reason)
+      end
     end
   end
 

@@ -35,10 +35,12 @@ defmodule HRW.InputsTest do
     ring = HRW.Ring.new(@nodes)
     skeleton = HRW.build(@nodes)
 
+    # A stale resource too (an atom, or a reference that names no resource, which
+    # takes HRW.owner/3's fast path to the rebuild): neither may be rebuilt from.
     for structure <- [ring, skeleton],
+        stale <- [:stale, make_ref()],
         field <- [:fingerprint, :overrides, :resource, :nodes, :weights] do
-      # A stale resource too: the path that rebuilds it must not be reached.
-      forged = structure |> Map.put(:resource, :stale) |> Map.delete(field)
+      forged = structure |> Map.put(:resource, stale) |> Map.delete(field)
 
       for call <- [
             fn -> HRW.owner("k", forged) end,
