@@ -8,24 +8,7 @@ defmodule Mix.HrwNative.HttpsTest do
   import HRW.Test.NativeMirror
 
   setup do
-    Mix.shell(Mix.Shell.Process)
-    on_exit(fn -> Mix.shell(Mix.Shell.IO) end)
-    tmp = tmp_dir!()
-    fixture = archive(Path.join(tmp, "archive"))
-    certs = certs(Path.join(tmp, "certs"))
-    # The variable too, for the task as it read it before it took an option.
-    System.put_env("HRW_NATIVE_CACERTS_PATH", certs.ca_file)
-    on_exit(fn -> System.delete_env("HRW_NATIVE_CACERTS_PATH") end)
-    routes = %{("/m/" <> fixture.name) => {200, [], fixture.data}}
-
-    tmp
-    |> new_case()
-    |> Map.merge(%{
-      fixture: fixture,
-      certs: certs,
-      routes: routes,
-      checksum_file: fixture.checksum_file
-    })
+    tls_case()
   end
 
   defp https(c, cert, opts \\ []),

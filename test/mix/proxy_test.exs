@@ -10,22 +10,7 @@ defmodule Mix.HrwNative.ProxyTest do
   alias Mix.HrwNative.Proxy
 
   setup do
-    Mix.shell(Mix.Shell.Process)
-    on_exit(fn -> Mix.shell(Mix.Shell.IO) end)
-    tmp = tmp_dir!()
-    fixture = archive(Path.join(tmp, "archive"))
-    certs = certs(Path.join(tmp, "certs"))
-    routes = %{("/m/" <> fixture.name) => {200, [], fixture.data}}
-
-    tmp
-    |> new_case()
-    |> Map.merge(%{
-      fixture: fixture,
-      certs: certs,
-      routes: routes,
-      checksum_file: fixture.checksum_file,
-      secret: "pw#{System.unique_integer([:positive])}"
-    })
+    Map.put(tls_case(), :secret, "pw#{System.unique_integer([:positive])}")
   end
 
   defp through(c, base, env, overrides \\ []),

@@ -454,6 +454,27 @@ defmodule HRW.Test.NativeMirror do
     }
   end
 
+  @doc """
+  `new_case/1` for the TLS tests, with Mix's shell captured: a fresh folder, the
+  host's archive (`:fixture`, its `:checksum_file`), `:certs` and the `:routes`
+  that serve the archive at `/m/<name>`.
+  """
+  def tls_case do
+    Mix.shell(Mix.Shell.Process)
+    ExUnit.Callbacks.on_exit(fn -> Mix.shell(Mix.Shell.IO) end)
+    tmp = tmp_dir!()
+    fixture = archive(Path.join(tmp, "archive"))
+
+    tmp
+    |> new_case()
+    |> Map.merge(%{
+      fixture: fixture,
+      certs: certs(Path.join(tmp, "certs")),
+      routes: %{("/m/" <> fixture.name) => {200, [], fixture.data}},
+      checksum_file: fixture.checksum_file
+    })
+  end
+
   @doc "The compile task's options (`options/1`'s map) for a test folder, with `overrides`."
   def opts(c, overrides) do
     {:ok, target} = Mix.HrwNative.Target.host_target()
