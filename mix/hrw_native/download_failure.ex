@@ -68,8 +68,9 @@ defmodule Mix.HrwNative.Download.Failure do
       {:unavailable,
        "the proxy #{s.proxy.shown} answered HTTP #{status} to the CONNECT for #{Wire.show(s.url)}"}
 
-  # What :httpc itself refuses (OTP 26 and later): headers past its limit, a
-  # Content-Length that is not a number. Refused, as the same answers are here.
+  # What the :httpc of OTP 27 and 29 refuses itself (OTP 25's does not): headers
+  # past its limit, a Content-Length that is not a number. Refused, as the same
+  # answers are on OTP 25.
   def failed(s, {:header_too_long, {:max, max}}),
     do: {:refused, "#{Wire.show(s.url)} sent headers over the #{max}-byte limit of :httpc"}
 

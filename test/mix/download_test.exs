@@ -70,7 +70,7 @@ defmodule Mix.HrwNative.DownloadTest do
       base = serve(handler: fn _ -> endless(head, piece) end)
       message = error!(c, base_url: base, cargo: c.fake_cargo)
 
-      # OTP 26 and later's :httpc cuts headers at 10 KiB itself.
+      # The :httpc of OTP 27 and 29 cuts headers at 10 KiB itself.
       assert message =~
                ~r/sent over \d+ MiB of status line, headers or error body, over the 16 MiB an answer may hold before its body|sent headers over the \d+-byte limit of :httpc/,
              message
@@ -143,7 +143,7 @@ defmodule Mix.HrwNative.DownloadTest do
 
   # :httpc keeps one value of a repeated header; OTP 25's reads "-1" as no length
   # (until the connection closes, capped), and what that frames reaches the
-  # checksum, which refuses it; OTP 26 and later's refuses "-1" itself.
+  # checksum, which refuses it; OTP 27 and 29's refuses "-1" itself.
   test "a bad Content-Length is refused and shown escaped", c do
     for {length, said} <- [
           {"5\e[2J", "sent a bad content-length: 5\\x1B[2J"},
