@@ -19,14 +19,12 @@ defmodule HRW.Cluster.Server do
   @without "the build without the members that left"
 
   # The published entry: {@tag, generation, history, {spec, overrides_option,
-  # identity}, snapshot}. `history` is a tuple of `depth` structures, newest first (nil for an
-  # empty generation or one without quorum); `spec` = {structure, build_opts,
-  # overrides, entries} is what the current structure was built from, so a new
-  # server can tell whether it differs; `overrides_option` is the :overrides option
-  # of the server that published it, and `identity` the options of its that shape
-  # the snapshot beyond the spec (identity/1); `snapshot` is the current generation's
-  # `HRW.Cluster.Snapshot` without its structure (which is `elem(history, 0)`, not
-  # stored twice).
+  # quorum}, snapshot}. `history` is a tuple of `depth` structures, newest first
+  # (nil for an empty generation or one without quorum); `spec` = {structure,
+  # build_opts, overrides, entries} is what the current structure was built from,
+  # so a new server can tell whether it differs; `overrides_option` and `quorum`
+  # are the publishing server's (no spec holds them); `snapshot` is the current
+  # `HRW.Cluster.Snapshot` without its structure (`elem(history, 0)`).
   @tag :"$hrw_cluster"
   @missing :"$hrw_cluster_missing"
 
@@ -114,7 +112,7 @@ defmodule HRW.Cluster.Server do
   # generations, resized to this server's depth.
   defp take_over(state) do
     case :persistent_term.get(key(state.name), @missing) do
-      {@tag, generation, history, {spec, option, identity} = meta, snapshot} ->
+      {@tag, generation, history, {spec, option, quorum} = meta, snapshot} ->
         resized = resize(history, state.depth)
 
         if resized != history,
@@ -124,23 +122,15 @@ defmodule HRW.Cluster.Server do
         # was started with another :overrides option.
         {_structure, _build_opts, overrides, _entries} = spec
         overrides = if option == state.overrides_option, do: overrides, else: state.overrides
-        # A server started with another quorum publishes its own view at once:
-        # with no spec to compare against, its first evaluation is a change.
-        spec = if identity == identity(state), do: spec, else: nil
+        # Another quorum: no spec to compare, so the first evaluation publishes.
+        spec = if quorum == state.quorum, do: spec, else: nil
         state = %{state | generation: generation, history: resized, spec: spec}
-        state = %{state | snapshot: snapshot}
-        {%{state | overrides: overrides}, true}
+        {%{state | snapshot: snapshot, overrides: overrides}, true}
 
       _ ->
         {state, false}
     end
   end
-
-  # The options that shape a snapshot beyond its spec: the members, structure and
-  # overrides are in the spec (an evaluation that finds them changed publishes),
-  # the depth is the history's size (resized on take-over), and the quorum alone
-  # is neither.
-  defp identity(state), do: %{quorum: state.quorum}
 
   defp resize(history, depth) do
     kept = history |> Tuple.to_list() |> Enum.take(depth)
@@ -397,7 +387,7 @@ defmodule HRW.Cluster.Server do
        when generation > 0 and elem(state.history, 0) == nil and
               old.fingerprint == snapshot.fingerprint and old.members == snapshot.members and
               old.quorum? == snapshot.quorum? do
-    meta = {spec, state.overrides_option, identity(state)}
+    meta = {spec, state.overrides_option, state.quorum}
     :persistent_term.put(key(state.name), {@tag, generation, state.history, meta, old})
     %{state | spec: spec}
   end
@@ -410,7 +400,7 @@ defmodule HRW.Cluster.Server do
 
     :persistent_term.put(
       key(state.name),
-      {@tag, generation, history, {spec, state.overrides_option, identity(state)}, snapshot}
+      {@tag, generation, history, {spec, state.overrides_option, state.quorum}, snapshot}
     )
 
     notify(state, old, structure, snapshot)
