@@ -8,6 +8,7 @@ end
 
 defmodule HRWTest do
   use ExUnit.Case, async: true
+  @moduletag :cpu_dependent
   doctest HRW
   doctest HRW.Scorer
 

@@ -18,18 +18,19 @@ end
 # Tests that need a folder owned by another user can only make one as root.
 {uid, 0} = System.cmd("id", ["-u"])
 
-# The work probes and the dirty-run count are built into test builds of the
-# library only (cargo feature `work-probes`); the arm64 leg of scripts/test-matrix
-# runs the suite on a release build as well (MIX_ENV=prod), and the tagged files
-# on a test build.
 excluded =
   for {tag, true, why} <- [
-        {:needs_root, String.trim(uid) != "0", "the suite is not running as root"},
-        {:work_probes, Mix.env() != :test, "the library is a #{Mix.env()} build, without probes"}
+        {:needs_root, String.trim(uid) != "0", "the suite is not running as root"}
       ] do
     IO.puts("Excluding #{inspect(tag)} tests: #{why}")
     tag
   end
 
+# `@moduletag :cpu_dependent` marks the files whose outcome can differ by CPU: they
+# check term ids, scores, placements and batches, which the native library
+# computes (SIMD scans, byte order, rayon). The emulated legs of scripts/test-matrix
+# run only those (docs/PLATFORMS.md, "What each leg runs"); every file runs on the
+# x86_64 legs. `@moduletag :release_archives`: the checks of the release archives,
+# run where the archives are built (the arm64 leg).
 ExUnit.configure(exclude: excluded)
 ExUnit.start()

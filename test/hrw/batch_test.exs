@@ -9,6 +9,7 @@ end
 
 defmodule HRW.BatchTest do
   use ExUnit.Case, async: true
+  @moduletag :cpu_dependent
 
   import HRW.TestStats
 
@@ -310,6 +311,7 @@ defmodule HRW.BatchSchedulingTest do
   # 10M-key batch is timing, so it is a benchmark with an assertion instead:
   # `mix hrw.latency`.)
   use ExUnit.Case, async: false
+  @moduletag :cpu_dependent
 
   import HRW.TestStats
 

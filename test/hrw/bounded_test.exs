@@ -1,5 +1,6 @@
 defmodule HRW.BoundedTest do
   use ExUnit.Case, async: true
+  @moduletag :cpu_dependent
   doctest HRW.Bounded
 
   import HRW.TestStats

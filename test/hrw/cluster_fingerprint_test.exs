@@ -1,5 +1,6 @@
 defmodule HRW.ClusterFingerprintTest do
   use ExUnit.Case, async: true
+  @moduletag :cpu_dependent
 
   import Bitwise
   alias HRW.Cluster.Fingerprint

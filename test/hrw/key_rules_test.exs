@@ -4,6 +4,7 @@ defmodule HRW.KeyRulesTest do
   # for every key on every structure: ordinary keys, overridden keys and keys that
   # the native paths refuse (nested deeper than 256 levels, docs/HASHING.md §2).
   use ExUnit.Case, async: true
+  @moduletag :cpu_dependent
 
   import HRW.TestStats
 

@@ -1,5 +1,6 @@
 defmodule HRW.RingTest do
   use ExUnit.Case, async: true
+  @moduletag :cpu_dependent
   doctest HRW.Ring
 
   import HRW.TestStats

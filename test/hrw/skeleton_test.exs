@@ -1,5 +1,6 @@
 defmodule HRW.SkeletonTest do
   use ExUnit.Case, async: true
+  @moduletag :cpu_dependent
   doctest HRW.Skeleton
 
   import HRW.TestStats

@@ -1,5 +1,6 @@
 defmodule HRW.TermIdTest do
   use ExUnit.Case, async: true
+  @moduletag :cpu_dependent
 
   # The same vectors as native/hrw_core/src/vectors.rs, printed by docs/reference.py.
   @vectors [
@@ -228,31 +229,9 @@ defmodule HRW.TermIdTest do
     end
   end
 
-  describe "budget" do
-    # The normal-scheduler version must ask for a dirty scheduler before doing work
-    # it cannot afford (its probe reports that); HRW.term_id/1 then runs there.
-    # These assert the protocol, not a speed.
-    test "a 12,000-entry map is hashed on a dirty scheduler" do
-      map = Map.new(1..12_000, &{"key-#{&1}", &1})
-      assert {:needs_dirty, _, _} = HRW.Native.probe(:term_id, [map])
-      assert HRW.term_id(map) == HRW.Native.term_id_dirty(map)
-    end
-
-    test "integers wider than 2^2040 are encoded on a dirty scheduler only" do
-      for n <- [2 ** 2040 - 1, -(2 ** 2040 - 1)] do
-        assert {:ok, _, _} = HRW.Native.probe(:term_id, [n])
-        assert HRW.term_id(n) == HRW.Native.term_id_dirty(n)
-      end
-
-      for n <- [2 ** 2040, -(2 ** 2040), 2 ** 100_000, -(2 ** 100_000)] do
-        assert {:needs_dirty, _, _} = HRW.Native.probe(:term_id, [n])
-        assert HRW.term_id(n) == HRW.Native.term_id_dirty(n)
-      end
-    end
-  end
-
   test "256 levels of every container kind hash alike on normal and dirty schedulers" do
-    # Before: 256 nested maps overflowed a dirty scheduler's stack (a VM crash).
+    # A dirty scheduler's stack is smaller than a normal one's: 256 nested maps
+    # must be hashed without overflowing it (an overflow is a VM crash).
     levels = [
       fn acc -> %{next: acc, a: 1} end,
       fn acc -> 1..40 |> Map.new(&{&1, &1}) |> Map.put(:next, acc) end,
@@ -444,10 +423,34 @@ end
 defmodule HRW.TermIdSchedulerTest do
   # Not async: the test build counts every NIF call that runs on a dirty scheduler
   # (native/hrw_nif/src/nif.rs, `dirty_runs`), and no other test may run beside
-  # these while they read the count. The count exists only in test builds of the
-  # library (test_helper.exs).
+  # these while they read the count. The count and the work probes exist only in
+  # test builds of the library (HRW.TestBuild).
   use ExUnit.Case, async: false
   @moduletag :work_probes
+  @moduletag skip: HRW.TestBuild.without_work_probes()
+
+  describe "budget" do
+    # The normal-scheduler version must ask for a dirty scheduler before doing work
+    # it cannot afford (its probe reports that); HRW.term_id/1 then runs there.
+    # These assert the protocol, not a speed.
+    test "a 12,000-entry map is hashed on a dirty scheduler" do
+      map = Map.new(1..12_000, &{"key-#{&1}", &1})
+      assert {:needs_dirty, _, _} = HRW.Native.probe(:term_id, [map])
+      assert HRW.term_id(map) == HRW.Native.term_id_dirty(map)
+    end
+
+    test "integers wider than 2^2040 are encoded on a dirty scheduler only" do
+      for n <- [2 ** 2040 - 1, -(2 ** 2040 - 1)] do
+        assert {:ok, _, _} = HRW.Native.probe(:term_id, [n])
+        assert HRW.term_id(n) == HRW.Native.term_id_dirty(n)
+      end
+
+      for n <- [2 ** 2040, -(2 ** 2040), 2 ** 100_000, -(2 ** 100_000)] do
+        assert {:needs_dirty, _, _} = HRW.Native.probe(:term_id, [n])
+        assert HRW.term_id(n) == HRW.Native.term_id_dirty(n)
+      end
+    end
+  end
 
   defp dirty_runs_of(fun) do
     before = HRW.Native.dirty_runs()

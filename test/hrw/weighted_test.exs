@@ -1,5 +1,6 @@
 defmodule HRW.WeightedTest do
   use ExUnit.Case, async: true
+  @moduletag :cpu_dependent
   doctest HRW.Weighted
 
   import HRW.TestStats

@@ -7,6 +7,7 @@ defmodule Mix.HrwNative.ArchiveGlibcTest do
   # file with HRW_ARCHIVE_DIR set to their folder. Without it those tests are skipped
   # (ExUnit lists them as skipped), the version parser's test still runs.
   use ExUnit.Case, async: true
+  @moduletag :release_archives
 
   doctest Mix.Tasks.Hrw.Native.Package
 

@@ -2,6 +2,7 @@ defmodule Mix.HrwNative.PrecompiledTest do
   # Names, targets, NIF versions, URL policy and checksum files: what the compile
   # task and the producer tasks must agree on, without a network or a build.
   use ExUnit.Case, async: true
+  @moduletag :cpu_dependent
 
   test "archive names follow RustlerPrecompiled's convention" do
     assert Mix.HrwNative.Target.archive_name("0.3.0", "2.16", "x86_64-unknown-linux-gnu") ==

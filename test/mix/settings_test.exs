@@ -3,6 +3,7 @@ defmodule Mix.HrwNative.SettingsTest do
   # HRW_NATIVE_TARGET: a library for another target is built for it with
   # `cargo build --target`, or nothing is installed.
   use ExUnit.Case, async: false
+  @moduletag :cpu_dependent
 
   import HRW.Test.NativeMirror
 

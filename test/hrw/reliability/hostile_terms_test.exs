@@ -8,6 +8,7 @@ defmodule HRW.Reliability.HostileTermsTest do
   here.
   """
   use ExUnit.Case, async: true
+  @moduletag :cpu_dependent
 
   @long System.get_env("HRW_LONG") in ["1", "true"]
 

@@ -5,6 +5,7 @@ defmodule HRW.Reliability.RandomTermsTest do
   the terms; `HRW_SEED=n` changes the seed (default 3).
   """
   use ExUnit.Case, async: true
+  @moduletag :cpu_dependent
 
   @long System.get_env("HRW_LONG") in ["1", "true"]
   @seed String.to_integer(System.get_env("HRW_SEED", "3"))
