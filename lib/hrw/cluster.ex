@@ -11,14 +11,8 @@ defmodule HRW.Cluster do
   A server follows the members (the visible nodes, or the nodes of a `:pg` group),
   builds an `HRW.Skeleton` (or `HRW.Ring`) of them and publishes it in one
   `:persistent_term` entry; lookups read that entry and hash in the NIF, so a busy,
-  hung or restarting server slows no lookup. Every node running an `HRW.Cluster`
-  with the same options and members computes the same owners.
-
-  The guide is docs/CLUSTER.md: "Membership and quorum" (sources, debouncing,
-  departures at once, `:quorum`), "Options" (every option, and names), "History"
-  (`:depth`, `back:`), "Snapshots and subscriptions" (fingerprints, agreement),
-  "Overrides", "Moves", "Failures" (callbacks, crashes, take-overs), and what a
-  store built on it must do itself.
+  hung or restarting server slows no lookup. The guide, docs/CLUSTER.md, explains
+  the concepts the functions' docs refer to, section by section.
   """
 
   alias HRW.Cluster.{Agreement, History, Moves, Options, Server}
@@ -50,11 +44,7 @@ defmodule HRW.Cluster do
   @typedoc "Options of the lookups: which generation to answer for (default `back: 0`)."
   @type lookup_option :: {:back, non_neg_integer()}
 
-  @typedoc """
-  The message a subscriber receives after each change: structures with
-  `subscribe/1`, snapshots (generation and fingerprint included) with
-  `subscribe(name, :snapshots)`.
-  """
+  @typedoc "A subscriber's message, see docs/CLUSTER.md, \"Subscriptions\"."
   @type change ::
           {:hrw_cluster_changed, name(), structure(), structure()}
           | {:hrw_cluster_snapshot, name(), HRW.Cluster.Snapshot.t(), HRW.Cluster.Snapshot.t()}
@@ -69,12 +59,9 @@ defmodule HRW.Cluster do
   # -- starting --------------------------------------------------------------------
 
   @doc """
-  A child specification for a supervisor; `opts` as in "Options" in
-  docs/CLUSTER.md (validated here, so a bad option raises `ArgumentError` before
-  the supervisor starts). The child's id is `{HRW.Cluster, name}`, so one
-  supervisor can run several clusters.
-
-  ## Examples
+  A child specification with id `{HRW.Cluster, name}` (one supervisor can run
+  several clusters); `opts` (docs/CLUSTER.md, "Options") are checked here, so a bad
+  one raises `ArgumentError` before the supervisor starts.
 
       iex> HRW.Cluster.child_spec(name: :my_cluster).id
       {HRW.Cluster, :my_cluster}
@@ -92,14 +79,10 @@ defmodule HRW.Cluster do
   end
 
   @doc """
-  Starts a cluster server linked to the caller; `opts` as in "Options" in
-  docs/CLUSTER.md. Its first structure is published before this returns.
-
-  ## Examples
+  Starts a cluster server linked to the caller (`opts`: docs/CLUSTER.md,
+  "Options"); its first structure is published before this returns.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_cluster)
-      iex> node() in HRW.Cluster.members(:doc_cluster)
-      true
       iex> HRW.Cluster.owner(:doc_cluster, "user:42") in HRW.Cluster.members(:doc_cluster)
       true
       iex> GenServer.stop(pid)
@@ -112,11 +95,8 @@ defmodule HRW.Cluster do
   end
 
   @doc """
-  Starts a cluster server that is not linked to the caller (from a shell, or on
-  another node with `:erpc.call(node, HRW.Cluster, :start, [opts])`). Prefer
-  `start_link/1` under a supervisor.
-
-  ## Examples
+  `start_link/1` without the link: for a shell, or another node with
+  `:erpc.call(node, HRW.Cluster, :start, [opts])`.
 
       iex> {:ok, pid} = HRW.Cluster.start(name: :doc_start)
       iex> HRW.Cluster.members(:doc_start) == [node()]
@@ -133,15 +113,10 @@ defmodule HRW.Cluster do
   # -- lookups ---------------------------------------------------------------------
 
   @doc """
-  The member that owns `key`, or `nil` while the cluster has no member.
-
-  Reads the published entry (no message, no copy) and hashes `key` natively:
-  `HRW.owner(key, structure(name, opts))`. With `back: b`, answers for the
-  generation published `b` changes ago (see "History" in docs/CLUSTER.md).
-  Raises `ArgumentError` when no cluster called `name` has published an entry, or
-  for a bad option.
-
-  ## Examples
+  The member that owns `key` (`HRW.owner(key, structure(name, opts))`), `nil`
+  without members or quorum; `back: b` answers for the generation `b` changes ago
+  (docs/CLUSTER.md, "History"). Raises `ArgumentError` when `name` has published
+  no entry, or for a bad option.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_owner, depth: 2)
       iex> HRW.Cluster.owner(:doc_owner, "user:42") == HRW.owner("user:42", HRW.Cluster.members(:doc_owner))
@@ -161,12 +136,8 @@ defmodule HRW.Cluster do
   end
 
   @doc """
-  The `count` best members for `key`, best first (`[]` while there is no member).
-  With `back: b`, answers for the generation published `b` changes ago. Raises
-  `ArgumentError` when no cluster called `name` has published an entry, or for a
-  bad count or option.
-
-  ## Examples
+  The `count` best members for `key`, best first (`[]` without members or quorum);
+  `back: b` as in `owner/3`. Raises `ArgumentError` as `owner/3`, or for a bad count.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_owners)
       iex> [first | _] = HRW.Cluster.owners(:doc_owners, "user:42", 3)
@@ -185,14 +156,9 @@ defmodule HRW.Cluster do
   end
 
   @doc """
-  The distinct owners of `key` over every kept generation: the `count` best owners
-  in each generation (as `owners/4` with `back: 0`, `1`, … up to the depth minus
-  one), concatenated newest first, each owner kept at its first place. The result
-  begins with `owners(name, key, count)` and holds at most depth × `count` owners.
-  Raises `ArgumentError` when no cluster called `name` has published an entry, or
-  for a bad count.
-
-  ## Examples
+  The distinct `count` best owners of `key` over every kept generation, newest
+  first; it begins with `owners(name, key, count)` (docs/CLUSTER.md, "History").
+  Raises `ArgumentError` as `owners/4`.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_stable, depth: 3)
       iex> HRW.Cluster.stable_owners(:doc_stable, "user:42", 2) == HRW.Cluster.owners(:doc_stable, "user:42", 2)
@@ -204,12 +170,9 @@ defmodule HRW.Cluster do
   def stable_owners(name, key, count), do: History.stable_owners(name, key, count)
 
   @doc """
-  The number of structures published so far under `name`: 1 once the first is
-  published, one more per change. It survives server restarts (see "Failures" in
-  docs/CLUSTER.md) and starts again from 1 after a `:normal` stop. Raises
-  `ArgumentError` when no cluster called `name` has published an entry.
-
-  ## Examples
+  The number of structures published under `name`, 1 for the first, one more per
+  change (docs/CLUSTER.md, "History", "Failures"). Raises `ArgumentError` when
+  `name` has no entry.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_generation)
       iex> HRW.Cluster.generation(:doc_generation)
@@ -221,13 +184,9 @@ defmodule HRW.Cluster do
   def generation(name), do: History.generation(name)
 
   @doc """
-  The current generation, its members, fingerprint, quorum and structure, from one
-  read of the entry: a consistent sample, where `generation/1`, `members/2` and
-  `structure/2` called one after the other may straddle a change. See
-  `HRW.Cluster.Snapshot`. Raises `ArgumentError` when no cluster called `name` has
-  published an entry.
-
-  ## Examples
+  The current generation, members, fingerprint, quorum and structure from one read,
+  an `HRW.Cluster.Snapshot` (docs/CLUSTER.md, "Snapshots").
+  Raises `ArgumentError` when `name` has no entry.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_snapshot)
       iex> snapshot = HRW.Cluster.snapshot(:doc_snapshot)
@@ -244,11 +203,8 @@ defmodule HRW.Cluster do
   def snapshot(name), do: Server.snapshot!(name)
 
   @doc """
-  The fingerprint of the current members (`HRW.Cluster.Fingerprint`): the same on
-  every node whose view holds the same members (and weights). Raises
-  `ArgumentError` when no cluster called `name` has published an entry.
-
-  ## Examples
+  The `HRW.Cluster.Fingerprint` of the current members (docs/CLUSTER.md,
+  "Fingerprints"). Raises `ArgumentError` when `name` has no entry.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_fingerprint)
       iex> HRW.Cluster.fingerprint(:doc_fingerprint) == HRW.Cluster.Fingerprint.of([node()])
@@ -260,21 +216,10 @@ defmodule HRW.Cluster do
   def fingerprint(name), do: Server.snapshot!(name).fingerprint
 
   @doc """
-  Waits at most `timeout` ms until every member of this node's view runs the
-  cluster `name` with the same fingerprint as this node. Asks the members with
-  `:erpc.multicall/5` (each round bounded by the time left), again 20 ms after a
-  round in which some disagree, and reads this node's view again each round (it
-  may change meanwhile). A new round starts only while the time left is at least
-  as long as the last round took, so the answer is that of a whole round.
-
-  Returns `{:ok, fingerprint}`, or `{:error, disagreement}` when the time is up:
-  the local `:fingerprint`, the members whose fingerprint differs (`:disagree`,
-  node => theirs) and those that did not answer (`:no_answer`, node => the
-  `:erpc` error, or `:not_running` when no cluster of that name runs there), as
-  of the last round. Raises `ArgumentError` when no cluster called `name` has
-  published an entry here, or for a bad timeout.
-
-  ## Examples
+  Waits at most `timeout` ms until every member of this node's view has this node's
+  fingerprint: `{:ok, fingerprint}`, else `{:error, disagreement}` as of the last
+  round (docs/CLUSTER.md, "Agreement"). Raises `ArgumentError` when `name` has no
+  entry here, or for a bad timeout.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_agreement)
       iex> {:ok, fingerprint} = HRW.Cluster.await_agreement(:doc_agreement, 1_000)
@@ -294,15 +239,10 @@ defmodule HRW.Cluster do
   end
 
   @doc """
-  What a store holding `keys` must move between two views: `{key, old_owners,
-  new_owners}` for each key whose `count` best owners differ (as lists: a new
-  first owner counts, so `count: 1` lists the keys of `HRW.moves/3`). `old` and
-  `new` are snapshots (`snapshot/1`, or those of a `:snapshots` message),
-  structures, or `nil`: a view without a member or without quorum owns nothing, so
-  its owners are `[]` and every key moves to (or from) it. Keys are taken in the
-  given order, each once. Raises `ArgumentError` for a bad count or structure.
-
-  ## Examples
+  What a store holding `keys` must move: `{key, old_owners, new_owners}` for each
+  key whose `count` best owners differ between the views `old` and `new`
+  (snapshots, structures or `nil`; docs/CLUSTER.md, "Moves"). Raises
+  `ArgumentError` for bad keys, count or view.
 
       iex> old = HRW.Ring.new([:"a@h", :"b@h"])
       iex> new = HRW.Ring.new([:"a@h", :"b@h", :"c@h"])
@@ -336,11 +276,8 @@ defmodule HRW.Cluster do
   end
 
   @doc """
-  The members, sorted (bare nodes, also when weighted); with `back: b`, those of
-  the generation published `b` changes ago. Raises `ArgumentError` when no cluster
-  called `name` has published an entry, or for a bad option.
-
-  ## Examples
+  The members, sorted (bare nodes, also when weighted); `back: b` and
+  `ArgumentError` as in `owner/3`.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_members, deny: [~r/.*/])
       iex> HRW.Cluster.members(:doc_members)
@@ -357,12 +294,9 @@ defmodule HRW.Cluster do
   end
 
   @doc """
-  The published structure (an `HRW.Skeleton` or `HRW.Ring`, `nil` while there is no
-  member), for `HRW.owner_batch/3`, `HRW.group_by_owner/3` and the like; with
-  `back: b`, the one published `b` changes ago. Raises `ArgumentError` when no
-  cluster called `name` has published an entry, or for a bad option.
-
-  ## Examples
+  The published `HRW.Skeleton` or `HRW.Ring` (`nil` without members or quorum), for
+  `HRW.owner_batch/3`, `HRW.group_by_owner/3` and the like; `back: b` and
+  `ArgumentError` as in `owner/3`.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_structure, structure: :ring, depth: 2)
       iex> %HRW.Ring{} = ring = HRW.Cluster.structure(:doc_structure)
@@ -381,15 +315,10 @@ defmodule HRW.Cluster do
   # -- overrides -------------------------------------------------------------------
 
   @doc """
-  Replaces the cluster's overrides (see "Overrides" in docs/CLUSTER.md) with
-  `overrides`, `%{key => node | [node, ...]}` (`%{}` removes them all), and
-  publishes a new generation built from the current members with them before it
-  returns, so a lookup made after it answers with them. Nothing is published when
-  the overrides are the same, or while the cluster has no member (they apply from
-  its next structure). Raises `ArgumentError` for a bad map, or when no server
-  called `name` is running.
-
-  ## Examples
+  Replaces the overrides with `overrides`, `%{key => node | [node, ...]}`, and
+  publishes them in a new generation before it returns (docs/CLUSTER.md,
+  "Overrides"). Raises `ArgumentError` for a bad map, or when no server called
+  `name` is running.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_put_overrides, depth: 2)
       iex> HRW.Cluster.put_overrides(:doc_put_overrides, %{"hot" => [:"pinned@host", node()]})
@@ -418,14 +347,9 @@ defmodule HRW.Cluster do
   # -- subscriptions ---------------------------------------------------------------
 
   @doc """
-  Subscribes the calling process to changes: after each published change it
-  receives `{:hrw_cluster_changed, name, old_structure, new_structure}` (either
-  may be `nil`: no member, or no quorum). The server monitors subscribers and forgets
-  those that exit. Subscribing twice is the same as once. A subscription ends with
-  the server (a restarted server has no subscriber). Raises `ArgumentError` when no
-  server called `name` is running.
-
-  ## Examples
+  Subscribes the caller to `{:hrw_cluster_changed, name, old_structure,
+  new_structure}` after each change (docs/CLUSTER.md, "Subscriptions"). Raises
+  `ArgumentError` when no server called `name` is running.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_subscribe)
       iex> HRW.Cluster.subscribe(:doc_subscribe)
@@ -437,15 +361,10 @@ defmodule HRW.Cluster do
   def subscribe(name), do: GenServer.call(Server.pid!(name), {:subscribe, self()})
 
   @doc """
-  Subscribes the calling process to changes in the given format: `:structures`
-  is `subscribe/1`; with `:snapshots` it receives, after each published change,
-  `{:hrw_cluster_snapshot, name, old, new}` where `old` and `new` are
-  `HRW.Cluster.Snapshot`s (generation, fingerprint, members, quorum and structure
-  before and after; before the first generation `old` is generation 0 with no
-  member). Subscribing again changes the format. Raises `ArgumentError` when no
-  server called `name` is running, or for another format.
-
-  ## Examples
+  Subscribes the caller in `format`: `:structures` as `subscribe/1`, or `:snapshots`,
+  `{:hrw_cluster_snapshot, name, old_snapshot, new_snapshot}` after each change
+  (docs/CLUSTER.md, "Subscriptions"). Raises `ArgumentError` as `subscribe/1`, or
+  for another format.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_subscribe_snapshots)
       iex> HRW.Cluster.subscribe(:doc_subscribe_snapshots, :snapshots)
@@ -465,11 +384,8 @@ defmodule HRW.Cluster do
   end
 
   @doc """
-  Undoes `subscribe/1` for the calling process (`:ok` also when not subscribed).
-  Messages already sent stay in the mailbox. Raises `ArgumentError` when no server
-  called `name` is running.
-
-  ## Examples
+  Ends the caller's subscription (`:ok` also without one); messages already sent
+  stay. Raises `ArgumentError` when no server called `name` is running.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_unsubscribe)
       iex> HRW.Cluster.unsubscribe(:doc_unsubscribe)
