@@ -1,6 +1,6 @@
 defmodule HRW.Cluster.Options do
   @moduledoc false
-  # The options of `HRW.Cluster` (its "Options" and "Names" sections): checked once,
+  # The options of `HRW.Cluster` ("Options" and "Names" in docs/CLUSTER.md): checked once,
   # when the server starts or `child_spec/1` is built, into the server's settings;
   # and the `back:` option of its lookups. The checks themselves (keyword list,
   # integer ranges, functions, the skeleton's `:cluster_size`) are `HRW.Options`'s,
@@ -32,7 +32,7 @@ defmodule HRW.Cluster.Options do
   ]
 
   @doc """
-  The server's settings from `opts` (see "Options" in `HRW.Cluster`), or
+  The server's settings from `opts` (see "Options" in docs/CLUSTER.md), or
   `ArgumentError` with a bounded message.
   """
   @spec config!(term()) :: map()
@@ -158,7 +158,7 @@ defmodule HRW.Cluster.Options do
 
   @doc """
   Whether `name` is a valid cluster name: an atom other than `nil`, `true` and
-  `false`, short enough for its server's name (see "Names" in `HRW.Cluster`).
+  `false`, short enough for its server's name (see "Names" in docs/CLUSTER.md).
   """
   @spec valid_name?(term()) :: boolean()
   def valid_name?(name) do

@@ -4,7 +4,7 @@ defmodule HRW.Cluster.Snapshot do
   (`HRW.Cluster.snapshot/1`): everything in it belongs to the same generation.
 
     * `:name` - the cluster's name.
-    * `:generation` - the local generation number (see "History" in `HRW.Cluster`).
+    * `:generation` - the local generation number (see "History" in docs/CLUSTER.md).
     * `:fingerprint` - the member set's fingerprint (`HRW.Cluster.Fingerprint`): equal
       on every node whose view holds the same members, whatever the generations.
     * `:members` - the members this node sees, sorted bare nodes (also without

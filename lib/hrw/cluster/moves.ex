@@ -1,0 +1,27 @@
+defmodule HRW.Cluster.Moves do
+  @moduledoc false
+  # `HRW.Cluster.moves/4`: what a store must move between two views. A view is a
+  # snapshot, a structure, or `nil`; a view without a structure (no member, or no
+  # quorum) owns nothing, so every key moves to or from it.
+
+  @doc "`{key, old_owners, new_owners}` for each distinct key whose `count` best owners differ."
+  @spec between([term()], term(), term(), non_neg_integer()) :: [{term(), [node()], [node()]}]
+  def between(keys, old, new, count) do
+    old = structure(old)
+    new = structure(new)
+
+    keys
+    |> Enum.uniq()
+    |> Enum.flat_map(fn key ->
+      before = owners(key, old, count)
+      later = owners(key, new, count)
+      if before == later, do: [], else: [{key, before, later}]
+    end)
+  end
+
+  defp structure(%HRW.Cluster.Snapshot{structure: structure}), do: structure
+  defp structure(structure), do: structure
+
+  defp owners(_key, nil, _count), do: []
+  defp owners(key, structure, count), do: HRW.owners(key, structure, count)
+end
