@@ -228,14 +228,14 @@ defmodule HRW do
   The owners of many keys at once, in key order: equal to
   `Enum.map(keys, &HRW.owner(&1, target, opts))`, in one NIF call.
 
-  A batch whose work exceeds the normal-scheduler budget (400,000 units, about
-  0.4 ms: docs/GUARANTEES.md, "Scheduling"), or has more than 8,192 keys, runs on a dirty
-  CPU scheduler; batches of 20,000 keys or more are spread over a pool of one thread
-  fewer than the dirty CPU schedulers, leaving a core to the normal schedulers. To
-  choose the pool's size, set the application environment
-  `config :hrw, batch_threads: n` (a whole number from 1 to 4 times the schedulers
-  online; anything else raises `ArgumentError` at the next batch) before the first
-  batch of 20,000 keys or more: that batch creates the pool, once. The calling
+  A batch whose work exceeds the normal-scheduler budget, or that has more keys
+  than a normal-scheduler call takes, runs on a dirty CPU scheduler; large batches
+  are spread over a pool of one thread fewer than the dirty CPU schedulers, leaving
+  a core to the normal schedulers (docs/GUARANTEES.md, "Scheduling", gives the
+  budget and both key counts). To choose the pool's size, set the application
+  environment `config :hrw, batch_threads: n` (a whole number from 1 to 4 times the
+  schedulers online; anything else raises `ArgumentError` at the next batch) before
+  the first batch large enough to be spread: it creates the pool, once. The calling
   process waits, other processes keep running. A list target is prepared once for
   the whole batch. Options as for `owner/3`.
 

@@ -1,12 +1,12 @@
 defmodule HRW.Batch do
   @moduledoc false
   # Many keys in one NIF call (see `HRW.owner_batch/3`). Small batches run on the
-  # calling scheduler; batches over the NIF's work budget (native/hrw_nif/src/
-  # budget.rs) move to a dirty CPU scheduler, where batches of 20,000 keys or more
-  # are split over a rayon pool of one thread fewer than there are dirty CPU
-  # schedulers online: the batch leaves a core to the normal schedulers (on a
-  # 2-core machine, no split). Stale structures are rebuilt in `HRW.Native`; the
-  # targets the NIFs take are `HRW.Prepared`'s.
+  # calling scheduler; batches over the NIF's work budget (native/hrw_core/src/
+  # cost.rs) move to a dirty CPU scheduler, where large batches (PARALLEL_MIN_KEYS in
+  # native/hrw_nif/src/batch.rs) are split over a rayon pool of one thread fewer
+  # than there are dirty CPU schedulers online: the batch leaves a core to the
+  # normal schedulers (on a 2-core machine, no split). Stale structures are rebuilt
+  # in `HRW.Native`; the targets the NIFs take are `HRW.Prepared`'s.
 
   import HRW.Prepared, only: [is_prepared: 1]
 

@@ -4,7 +4,7 @@ defmodule HRW.BudgetTest do
   # scheduler when the budget would run out. This checks it by construction, not by
   # timing: test builds count the work each call actually does where it is done
   # (scores, descent levels, terms visited, bytes hashed, elements copied, sorts; see
-  # native/hrw_core/src/work.rs), and every call below, over a grid of shapes, must
+  # native/hrw_core/src/cost.rs and work.rs), and every call below, over a grid of shapes, must
   # have charged at least what it counted, and never more than the budget.
   use ExUnit.Case, async: true
   # The sub-binary header it reads (native/hrw_nif/src/bits.rs) is laid out by byte
@@ -15,7 +15,7 @@ defmodule HRW.BudgetTest do
 
   alias HRW.Native
 
-  # native/hrw_nif/src/budget.rs, NORMAL_BUDGET.
+  # native/hrw_core/src/cost.rs, NORMAL_BUDGET.
   @budget 400_000
 
   # Runs the normal-scheduler NIF `name` on `args` and checks its tallies; returns
@@ -244,7 +244,7 @@ defmodule HRW.BudgetTest do
   end
 
   test "a key list longer than 8,192 keys asks for a dirty scheduler before hashing a key" do
-    # native/hrw_nif/src/cells.rs, DIRTY_KEYS: only the cells are counted (2 units a
+    # native/hrw_core/src/cost.rs, MAX_NORMAL_KEYS: only the cells are counted (2 units a
     # cell, in chunks of 64); hashing 8,193 keys would charge 16 units each.
     t = HRW.Prepared.nif_target(HRW.build(names(10)))
     keys = Enum.map(1..8_193, &"key-#{&1}")

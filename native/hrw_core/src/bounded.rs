@@ -6,7 +6,7 @@
 //! duplicates. Most keys get their first choice, found by one SIMD scan; only keys
 //! whose first choice is full rank the remaining nodes.
 
-use crate::{n3, scan, work};
+use crate::{cost, n3, scan, work};
 
 /// `ceil(keys / nodes * (1 + epsilon))` in f64, the same arithmetic as hrw 0.2.1's
 /// Elixir (`ceil(length(keys) / length(nodes) * (1 + epsilon))`).
@@ -20,14 +20,6 @@ pub fn cap(keys: usize, nodes: usize, epsilon: f64) -> usize {
 pub struct Assignment {
     pub order: Vec<usize>,
     pub node_of: Vec<usize>,
-}
-
-/// Work units of [`assign`] for `keys` keys and `nodes` nodes, an upper bound: the
-/// sort of the keys, then per key a first-choice scan and, when that node is full, a
-/// second scan of every node.
-pub const fn assign_cost(keys: usize, nodes: usize) -> u64 {
-    let (k, n) = (keys as u64, nodes as u64);
-    work::sort(keys) + 2 * work::ELEMENT * (k + n) + k * (2 * work::SCORE + work::ELEMENT) * n
 }
 
 /// Assigns distinct `keys` to distinct `nodes` (ids): sorts the keys, then
@@ -46,7 +38,7 @@ pub fn assign(keys: &[u64], nodes: &[u64], epsilon: f64) -> Assignment {
 /// key's node index, in that order.
 pub fn assign_sorted(keys: &[u64], nodes: &[u64], epsilon: f64) -> Vec<usize> {
     debug_assert!(keys.windows(2).all(|w| w[0] < w[1]));
-    work::count(2 * work::ELEMENT * (keys.len() + nodes.len()) as u64);
+    work::count(2 * cost::ELEMENT * (keys.len() + nodes.len()) as u64);
     if nodes.is_empty() {
         return Vec::new();
     }
@@ -72,7 +64,7 @@ pub fn assign_sorted(keys: &[u64], nodes: &[u64], epsilon: f64) -> Vec<usize> {
 /// The highest-scoring node whose load is below `cap`. The caps add up to at least
 /// the number of keys, so while keys remain some node is open.
 fn best_open(prepared: &[u64], tk: u64, load: &[usize], cap: usize) -> usize {
-    work::count((work::SCORE + work::ELEMENT) * prepared.len() as u64);
+    work::count((cost::SCORE + cost::ELEMENT) * prepared.len() as u64);
     let load = &load[..prepared.len()];
     scan::first_lowest(
         prepared.len(),

@@ -8,9 +8,11 @@
 //! * [`ring`]: the exact prepared ring; [`nodes`]: deduplication of node sets.
 //! * [`bounded`]: bounded-load assignment of a known key set; [`sort`]: sorting by id.
 //! * [`term_hash`]: the canonical term-id scheme's primitive encodings.
-//! * [`work`]: the cost model that normal-scheduler budgets charge, and its tally.
+//! * [`cost`]: the work-budget cost model that normal-scheduler calls charge;
+//!   [`work`]: the tally of the work actually done, for the budget tests.
 
 pub mod bounded;
+pub mod cost;
 pub mod n3;
 pub mod nodes;
 pub mod ring;

@@ -60,21 +60,9 @@ pub struct Distinct {
     pub nodes: Vec<(u64, f64)>,
 }
 
-/// Work units of [`distinct`] over `n` pairs: a hash-map probe and insert each
-/// (SipHash of a u64 and a possible table growth).
-pub const fn distinct_cost(n: usize) -> u64 {
-    24 * crate::work::ELEMENT * n as u64
-}
-
-/// Work units of [`fingerprint`] over `n` nodes and `params` parameters.
-pub const fn fingerprint_cost(n: usize, params: usize) -> u64 {
-    let words = 2 + 2 * n + params;
-    crate::work::ELEMENT * words as u64 + crate::work::bytes(8 * words)
-}
-
 /// Deduplicates `(id, weight)` pairs by id.
 pub fn distinct(input: &[(u64, f64)]) -> Distinct {
-    crate::work::count(distinct_cost(input.len()));
+    crate::work::count(crate::cost::distinct(input.len()));
     let mut slot: HashMap<u64, usize, IdHasherBuilder> =
         HashMap::with_capacity_and_hasher(input.len(), IdHasherBuilder::get());
     let mut out = Distinct {
@@ -106,7 +94,7 @@ pub fn uniform_weights(nodes: &[(u64, f64)]) -> bool {
 /// A fingerprint of a node set in a given order and structure kind: equal inputs
 /// give equal fingerprints on every machine (used to cache rebuilt structures).
 pub fn fingerprint(kind: u64, nodes: &[(u64, f64)], params: &[u64]) -> u64 {
-    crate::work::count(fingerprint_cost(nodes.len(), params.len()));
+    crate::work::count(crate::cost::fingerprint(nodes.len(), params.len()));
     // `term_hash::tuple` of the words, streamed through a small buffer instead of
     // collecting them (same digest: one-shot and streaming XXH3 agree).
     let words = 1 + params.len() + 2 * nodes.len();

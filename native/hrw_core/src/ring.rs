@@ -3,7 +3,7 @@
 
 use crate::nodes::uniform_weights;
 use crate::weighted::{Standing, Weight};
-use crate::{n3, scan, work};
+use crate::{cost, n3, scan, work};
 
 /// Immutable after build; shared by all threads without locks.
 pub struct Ring {
@@ -17,18 +17,12 @@ pub struct Ring {
 impl Ring {
     /// Builds from distinct `(id, weight)` pairs (see `nodes::distinct`).
     pub fn new(nodes: &[(u64, f64)]) -> Ring {
-        work::count(Ring::build_cost(nodes.len()));
+        work::count(cost::ring_build(nodes.len()));
         Ring {
             prepared: nodes.iter().map(|&(id, _)| n3::linear(id)).collect(),
             weights: (!uniform_weights(nodes))
                 .then(|| nodes.iter().map(|n| Weight::new(n.1)).collect()),
         }
-    }
-
-    /// Work units of [`Ring::new`] over `n` nodes: each id prepared, each weight
-    /// compared and copied.
-    pub const fn build_cost(n: usize) -> u64 {
-        3 * work::ELEMENT * n as u64
     }
 
     pub fn len(&self) -> usize {
@@ -44,23 +38,15 @@ impl Ring {
         self.weights.is_some()
     }
 
-    /// Work units (see [`crate::work`]) of one [`Ring::owner`], an upper bound.
+    /// Work units of one [`Ring::owner`], an upper bound ([`cost::ring_owner`]).
     pub fn owner_cost(&self) -> u64 {
-        let per = if self.is_weighted() {
-            work::WEIGHTED_SCORE
-        } else {
-            work::SCORE
-        };
-        per * self.len() as u64
+        cost::ring_owner(self.len(), self.is_weighted())
     }
 
-    /// Work units of one [`Ring::owners`] (any count), an upper bound.
+    /// Work units of one [`Ring::owners`] (any count), an upper bound
+    /// ([`cost::ring_owners`]).
     pub fn owners_cost(&self) -> u64 {
-        if self.is_weighted() {
-            (work::WEIGHTED_SCORE + work::ELEMENT) * self.len() as u64 + work::sort(self.len())
-        } else {
-            scan::top_cost(self.len())
-        }
+        cost::ring_owners(self.len(), self.is_weighted())
     }
 
     /// Index of the owner of `key` (a key id), `None` for an empty ring.
@@ -69,7 +55,7 @@ impl Ring {
         match &self.weights {
             None => scan::argmax(&self.prepared, tk),
             Some(weights) => {
-                work::count(work::WEIGHTED_SCORE * weights.len() as u64);
+                work::count(cost::WEIGHTED_SCORE * weights.len() as u64);
                 // The lowest rank (cost key, then the higher score) wins; equal
                 // ranks would need equal ids, and keep the first index.
                 let n = self.prepared.len().min(weights.len());
@@ -89,7 +75,7 @@ impl Ring {
         match &self.weights {
             None => scan::top(&self.prepared, tk, count),
             Some(weights) => {
-                work::count((work::WEIGHTED_SCORE + work::ELEMENT) * weights.len() as u64);
+                work::count((cost::WEIGHTED_SCORE + cost::ELEMENT) * weights.len() as u64);
                 let mut all: Vec<(u128, usize)> = self
                     .prepared
                     .iter()
@@ -97,7 +83,7 @@ impl Ring {
                     .enumerate()
                     .map(|(i, (&tn, &w))| (Standing::new(n3::score_prepared(tk, tn), w).rank(), i))
                     .collect();
-                work::count(work::sort(all.len()));
+                work::count(cost::sort(all.len()));
                 all.sort_unstable();
                 all.into_iter().take(count).map(|(_, i)| i).collect()
             }

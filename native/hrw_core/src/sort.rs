@@ -4,20 +4,16 @@
 //! comparison sort for ids that are not spread (a crafted key set only fills some
 //! buckets more, and those are sorted by comparison).
 
-use crate::work;
+use crate::{cost, work};
 
 /// Below this many entries a comparison sort is as fast.
 const BUCKET_MIN: usize = 4096;
 
-/// Work units of [`by_id`] for `n` entries, an upper bound: the comparison sort's
-/// (a counting pass, a scatter and per-bucket sorts do less).
-pub const fn by_id_cost(n: usize) -> u64 {
-    work::sort(n)
-}
-
 /// Sorts `entries` ascending by `(id, value)`: the same order as `sort_unstable`.
+/// Its work is bounded by a comparison sort's, [`cost::sort`] (a counting pass, a
+/// scatter and per-bucket sorts do less).
 pub fn by_id(entries: &mut Vec<(u64, usize)>) {
-    work::count(by_id_cost(entries.len()));
+    work::count(cost::sort(entries.len()));
     let n = entries.len();
     if n < BUCKET_MIN {
         entries.sort_unstable();

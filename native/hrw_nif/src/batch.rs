@@ -6,9 +6,9 @@
 //! keys this runs on our rayon pool. (3) Back on the calling thread, build the result
 //! terms from the owner indices.
 
-use crate::budget::Budget;
+use crate::budget::{Budget, Outcome};
 use crate::cells::walk_keys;
-use crate::errors::{bad_arg, Outcome};
+use crate::errors::bad_arg;
 use crate::nif::nif;
 use crate::nodeset::call_ring;
 use crate::prepared::{resource, Lookup};
@@ -16,7 +16,7 @@ use crate::term_id::{term_id_in, Probes};
 use crate::tuple_view::TupleView;
 use hrw_core::ring::Ring;
 use hrw_core::skeleton::Skeleton;
-use hrw_core::work;
+use hrw_core::{cost, work};
 use rayon::prelude::*;
 use rustler::sys::{enif_make_list_from_array, ErlNifTerm};
 use rustler::{Atom, Encoder, Env, Term};
@@ -28,14 +28,10 @@ mod atoms {
 
 /// Below this many keys a batch is not split over the pool: a split pays a task
 /// hand-off and thread wake-ups that a few thousand lookups do not earn back.
-/// `HRW.owner_batch/3`'s documentation (lib/hrw.ex) states this figure.
+/// docs/GUARANTEES.md ("Scheduling") states this figure.
 const PARALLEL_MIN_KEYS: usize = 20_000;
 /// Keys per rayon task.
 const PARALLEL_CHUNK: usize = 4_096;
-/// Budget units per key beyond hashing it (charged by `term_id`) and looking it up
-/// (charged per target): the cell, the id and term buffers, the owner index, and
-/// its share of the result (a list cell and term, or a `{key, from, to}` tuple).
-const COST_PER_KEY: u64 = 8 * work::ELEMENT;
 
 /// What a key is looked up in: pure Rust, shared by the pool's threads.
 enum Structure<'a> {
@@ -141,7 +137,7 @@ fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
 
 /// Phase 2: every key's owner index in each lookup (its cost was charged per key).
 fn owner_indices(ids: &[u64], lookups: &[&dyn Lookup], threads: usize) -> Vec<Vec<u32>> {
-    work::count(work::ELEMENT * (ids.len() * lookups.len()) as u64);
+    work::count(cost::ELEMENT * (ids.len() * lookups.len()) as u64);
     let parallel = threads > 1 && ids.len() >= PARALLEL_MIN_KEYS;
     let all = |lookup: &&dyn Lookup| {
         let mut out = vec![0u32; ids.len()];
@@ -159,22 +155,9 @@ fn owner_indices(ids: &[u64], lookups: &[&dyn Lookup], threads: usize) -> Vec<Ve
     lookups.iter().map(all).collect()
 }
 
-/// Budget units of one lookup in [`NodeIds`]' table (a hash map probe or insert).
-const COST_ID_LOOKUP: u64 = 16 * work::ELEMENT;
-
-/// VM work units per byte of a binary in a map key: the VM's internal hash of a
-/// binary and its byte-wise compares (test/hrw/budget_test.exs, "the found
-/// uncharged work is charged": a map of 40 one-megabyte nodes goes dirty).
-const MAP_KEY_COST_PER_BYTE: u64 = 1;
-
-/// Most keys of a map the VM keeps flat (`MAP_SMALL_MAP_LIMIT`): it sorts them by
-/// insertion sort, so a key may be compared with every other.
-const FLAT_MAP_KEYS: usize = 32;
-
 /// The ids of the node terms that owner indices name, each hashed once (charged
 /// by the term walk) and remembered, with the cost of the VM hashing or comparing
-/// that term as a map key: from the walk's own charge (≥ 16 units a term) plus
-/// [`MAP_KEY_COST_PER_BYTE`] for each byte of its binaries.
+/// that term as a map key ([`cost::map_key`], from the walk's own charge).
 struct NodeIds {
     seen: std::collections::HashMap<u32, (u64, u64)>,
 }
@@ -188,8 +171,8 @@ impl NodeIds {
 
     /// `(id, map-key cost)` of node `i` of `nodes`, charging its walk the first time.
     fn get(&mut self, nodes: &Nodes, i: u32, budget: &mut Budget) -> Outcome<(u64, u64)> {
-        budget.charge(COST_ID_LOOKUP)?;
-        work::count(COST_ID_LOOKUP);
+        budget.charge(cost::ID_LOOKUP)?;
+        work::count(cost::ID_LOOKUP);
         if let Some(&known) = self.seen.get(&i) {
             return Ok(known);
         }
@@ -197,24 +180,6 @@ impl NodeIds {
         self.seen.insert(i, known);
         Ok(known)
     }
-}
-
-/// What the VM's map builder spends on `n` keys whose costs (see [`NodeIds`]) sum
-/// to `key_costs`: each hashed once and compared on a hash match (a large map), or
-/// compared with up to every other key (a flat map's insertion sort).
-pub fn map_keys_cost(key_costs: u64, n: usize) -> u64 {
-    let per_key = if n > FLAT_MAP_KEYS {
-        3
-    } else {
-        n.max(2) as u64
-    };
-    key_costs.saturating_mul(per_key)
-}
-
-/// The map-key cost of a term whose walk charged `walk_units` and hashed
-/// `binary_bytes` bytes of binaries (see [`NodeIds`]).
-pub fn map_key_cost(walk_units: u64, binary_bytes: u64) -> u64 {
-    walk_units + MAP_KEY_COST_PER_BYTE * binary_bytes
 }
 
 /// `(id, map-key cost)` of node `i` of `nodes` (see [`NodeIds`]), its walk charged.
@@ -226,11 +191,11 @@ fn node_id(nodes: &Nodes, i: u32, budget: &mut Budget) -> Outcome<(u64, u64)> {
         Nodes::Decoded(_, ids) => ids[i as usize],
         Nodes::Tuple(_) => walked,
     };
-    let cost = map_key_cost(
+    let key_cost = cost::map_key(
         units.saturating_sub(budget.remaining()),
         budget.binary_bytes().wrapping_sub(bytes),
     );
-    Ok((id, cost))
+    Ok((id, key_cost))
 }
 
 /// The shared front of every batch: decode, charge, look up.
@@ -252,9 +217,11 @@ fn run<'a>(
         .iter()
         .map(|t| target(*t, budget))
         .collect::<Outcome<Vec<_>>>()?;
-    // Per target: the lookup and its owner index.
-    let per_target = |t: &Target| t.structure.lookup().owner_cost() + work::ELEMENT;
-    let per_key: u64 = COST_PER_KEY + targets.iter().map(per_target).sum::<u64>();
+    let lookups = targets
+        .iter()
+        .map(|t| t.structure.lookup().owner_cost())
+        .sum();
+    let per_key = cost::batch_key(lookups, targets.len());
     let keys = walk_keys(keys, per_key, keep_terms, budget)?;
     let lookups: Vec<&dyn Lookup> = targets.iter().map(|t| t.structure.lookup()).collect();
     let owners = owner_indices(&keys.ids, &lookups, threads);
@@ -274,7 +241,7 @@ fn owners<'a>(
 ) -> Outcome<Term<'a>> {
     let b = run(keys, &[t], false, threads, budget)?;
     let nodes = &b.targets[0].nodes;
-    work::count(2 * work::ELEMENT * b.owners[0].len() as u64);
+    work::count(2 * cost::ELEMENT * b.owners[0].len() as u64);
     // Raw terms straight into the VM's list builder (no `Term` array to convert).
     let out: Vec<ErlNifTerm> = b.owners[0]
         .iter()
@@ -310,10 +277,10 @@ fn groups<'a>(
     // with an n·log n bound, then checked against the real count below.
     let b = run(keys, &[t], true, threads, budget)?;
     let n = b.keys.len();
-    budget.charge(2 * work::sort(n) + 2 * work::ELEMENT * n as u64)?;
+    budget.charge(cost::groups(n))?;
     let nodes = &b.targets[0].nodes;
     let owners = &b.owners[0];
-    work::count(work::ELEMENT * n as u64 + work::sort(n));
+    work::count(cost::ELEMENT * n as u64 + cost::sort(n));
     let mut order: Vec<u32> = (0..n as u32).collect();
     // Stable: keys stay in input order within a group.
     order.sort_by_key(|&k| owners[k as usize]);
@@ -321,7 +288,7 @@ fn groups<'a>(
     let mut lists: Vec<Term<'a>> = Vec::new();
     let mut key_costs: u64 = 0;
     for group in order.chunk_by(|&x, &y| owners[x as usize] == owners[y as usize]) {
-        work::count(work::ELEMENT * group.len() as u64);
+        work::count(cost::ELEMENT * group.len() as u64);
         let members: Vec<ErlNifTerm> = group.iter().map(|&k| b.keys[k as usize]).collect();
         let owner = owners[group[0] as usize];
         if budget.is_limited() {
@@ -332,9 +299,9 @@ fn groups<'a>(
         lists.push(make_list(env, &members)?);
     }
     let groups = names.len();
-    budget.charge(map_keys_cost(key_costs, groups))?;
-    work::count(map_keys_cost(key_costs, groups));
-    work::count(work::sort(groups));
+    budget.charge(cost::map_keys(key_costs, groups))?;
+    work::count(cost::map_keys(key_costs, groups));
+    work::count(cost::sort(groups));
     Term::map_from_term_arrays(env, &names, &lists).or_else(|_| bad_arg("could not build the map"))
 }
 
@@ -342,14 +309,14 @@ fn groups<'a>(
 fn moves<'a>(
     env: Env<'a>,
     keys: Term<'a>,
-    a: Term<'a>,
-    b: Term<'a>,
+    before: Term<'a>,
+    later: Term<'a>,
     threads: usize,
     budget: &mut Budget,
 ) -> Outcome<Term<'a>> {
-    let batch = run(keys, &[a, b], true, threads, budget)?;
+    let batch = run(keys, &[before, later], true, threads, budget)?;
     let (from_nodes, to_nodes) = (&batch.targets[0].nodes, &batch.targets[1].nodes);
-    work::count(4 * work::ELEMENT * batch.keys.len() as u64);
+    work::count(4 * cost::ELEMENT * batch.keys.len() as u64);
     // Owners are compared by id, never as terms (a term compare costs the size of
     // two equal copies of a node): the same term, or else equal ids, is the same
     // node, as the structures themselves count distinct nodes by id. Each node's

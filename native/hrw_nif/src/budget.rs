@@ -1,23 +1,26 @@
 //! The work budget of a normal-scheduler call: what it may spend before it must
-//! move to a dirty scheduler, charged before the work is done.
+//! move to a dirty scheduler, charged before the work is done, and [`Outcome`],
+//! what every step of a NIF returns.
 //!
-//! Units are those of `hrw_core::work` (rough nanoseconds of warm work). Test
+//! Its size and every charge come from the cost model, `hrw_core::cost`. Test
 //! builds count the work actually done beside each charge, and
 //! test/hrw/budget_test.exs checks that every call charged at least what it did.
 
-use crate::errors::{Failure, Outcome};
+use crate::errors::Failure;
+use hrw_core::cost::{self, NORMAL_BUDGET};
 use rustler::Env;
 
-/// The whole budget of one normal-scheduler call. A NIF call on a normal
-/// scheduler should stay well under ~1 ms, and a first, cache-cold pass over a
-/// list costs more than the warm work the units stand for, so the budget is less
-/// than half of that. `mix hrw.stalls` (bench/results/hrw.stalls-2026-12-01.txt)
-/// measures the worst normal-scheduler stall of every public function at the
-/// largest input this budget lets through.
-pub const NORMAL_BUDGET: u64 = 400_000;
+/// What every step of a NIF returns (each runs under a budget): its value, or why
+/// the call stops: its budget ran out ([`needs_dirty`]: the NIF wrapper runs it
+/// again on a dirty scheduler), or an error for the caller (errors.rs).
+pub type Outcome<T> = Result<T, Failure>;
 
-/// Units in 1% of a scheduler's time slice: the whole budget is one slice.
-const UNITS_PER_TIMESLICE_PERCENT: u64 = NORMAL_BUDGET / 100;
+/// The answer of a normal-scheduler step that asks for a dirty scheduler before
+/// doing its work (work that would not fit, or whose size is known only once done).
+#[inline]
+pub fn needs_dirty<T>() -> Outcome<T> {
+    Err(Failure::NeedsDirty)
+}
 
 /// Tells the scheduler how much of its time slice the normal-scheduler call that
 /// just ended used (the units its budget spent), so a process that calls such NIFs
@@ -28,7 +31,7 @@ const UNITS_PER_TIMESLICE_PERCENT: u64 = NORMAL_BUDGET / 100;
 #[inline(always)]
 pub fn report_timeslice(env: Env, budget: &Budget) {
     let spent = NORMAL_BUDGET.saturating_sub(budget.remaining);
-    let percent = spent / UNITS_PER_TIMESLICE_PERCENT;
+    let percent = cost::timeslice_percent(spent);
     if percent > 0 {
         rustler::schedule::consume_timeslice(env, percent.min(100) as i32);
     }
@@ -83,15 +86,15 @@ impl Budget {
         self.binary_bytes
     }
 
-    /// Spend `cost` units, failing with `NeedsDirty` when a normal call runs out.
+    /// Spend `units`, failing with `NeedsDirty` when a normal call runs out.
     #[inline]
-    pub fn charge(&mut self, cost: u64) -> Outcome<()> {
+    pub fn charge(&mut self, units: u64) -> Outcome<()> {
         if self.limited {
-            if cost > self.remaining {
-                return Err(Failure::NeedsDirty);
+            if units > self.remaining {
+                return needs_dirty();
             }
-            self.remaining -= cost;
-            hrw_core::work::charged(cost);
+            self.remaining -= units;
+            hrw_core::work::charged(units);
         }
         Ok(())
     }

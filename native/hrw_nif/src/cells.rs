@@ -4,19 +4,14 @@
 //! The cells are read with `enif_get_list_cell` directly: rustler's iterator panics
 //! on improper lists, and its cells come back as `Term`s through memory.
 
-use crate::budget::Budget;
-use crate::errors::{bad_arg, Failure, Outcome};
+use crate::budget::{needs_dirty, Budget, Outcome};
+use crate::errors::bad_arg;
 use crate::term_id::{term_id_in, Probes};
+use hrw_core::cost::{self, MAX_NORMAL_KEYS};
 use hrw_core::work;
 use rustler::sys::{enif_get_list_cell, enif_is_empty_list, ErlNifTerm};
 use rustler::Term;
 use std::mem::MaybeUninit;
-
-/// A key list longer than this goes to a dirty scheduler before any key is
-/// hashed: every key costs at least [`work::TERM`] and a cell, plus its lookup
-/// and its share of the result, so such a batch seldom fits the normal budget,
-/// and finding that out by hashing keys would waste the budget's worth of work.
-pub const DIRTY_KEYS: usize = 8192;
 
 /// Calls `visit(head)` for every cell of `list` as a raw term of its env, in
 /// order, stopping at the first error; then whether the list was proper (its
@@ -62,7 +57,7 @@ pub fn for_each_raw_node(
     }
     let proper = for_each_raw_cell(nodes, |head| {
         budget.charge(per_node)?;
-        work::count(work::ELEMENT);
+        work::count(cost::ELEMENT);
         visit(head, budget)
     })?;
     if proper {
@@ -84,13 +79,13 @@ pub struct Keys {
 /// The keys' ids and, when `keep_terms`, the key terms, charging `per_key` for
 /// each key before its id (a normal call stops as soon as it is over budget,
 /// without first measuring the whole list, except that a list of more than
-/// [`DIRTY_KEYS`] keys asks for a dirty scheduler first).
+/// [`MAX_NORMAL_KEYS`] keys asks for a dirty scheduler first).
 pub fn walk_keys(keys: Term, per_key: u64, keep_terms: bool, budget: &mut Budget) -> Outcome<Keys> {
     // A dirty call sizes its buffers once (no reallocation of large vectors); a
     // normal one may stop early, so it grows them as it goes.
     let expected = if budget.is_limited() {
-        if longer_than(keys, DIRTY_KEYS, budget)? {
-            return Err(Failure::NeedsDirty);
+        if longer_than(keys, MAX_NORMAL_KEYS, budget)? {
+            return needs_dirty();
         }
         0
     } else {
@@ -103,7 +98,7 @@ pub fn walk_keys(keys: Term, per_key: u64, keep_terms: bool, budget: &mut Budget
     let before = budget.remaining();
     let proper = for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
-        work::count(3 * work::ELEMENT);
+        work::count(3 * cost::ELEMENT);
         ids.push(term_id_in(env, key, budget, &mut probes)?);
         if keep_terms {
             terms.push(key);
@@ -132,8 +127,8 @@ pub fn longer_than(list: Term, limit: usize, budget: &mut Budget) -> Outcome<boo
     let mut rest = list.as_c_arg();
     let mut cells = 0usize;
     while cells <= limit {
-        budget.charge(LENGTH_CHUNK as u64 * work::ELEMENT)?;
-        work::count(LENGTH_CHUNK as u64 * work::ELEMENT);
+        budget.charge(cost::cells(LENGTH_CHUNK))?;
+        work::count(cost::cells(LENGTH_CHUNK));
         for _ in 0..LENGTH_CHUNK {
             let mut head = MaybeUninit::uninit();
             let mut tail = MaybeUninit::uninit();

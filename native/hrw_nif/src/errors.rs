@@ -1,8 +1,12 @@
 //! How a NIF says no. Bad input raises `ArgumentError` with a message that names
 //! the problem; a resource that cannot be used in this VM raises the atom
 //! `:hrw_stale_resource`, and the Elixir side rebuilds the struct and calls again.
-//! Work too large for a normal scheduler ([`Failure::NeedsDirty`]) never reaches
-//! Elixir: the NIF wrapper (nif.rs) moves the call to a dirty scheduler.
+//! Work too large for a normal scheduler ([`Failure::NeedsDirty`], asked for
+//! through the budget, budget.rs) never reaches Elixir: the NIF wrapper (nif.rs)
+//! moves the call to a dirty scheduler.
+//!
+//! Only the rooms that build an error import this one; the others pass failures
+//! on with `?` in the budget's `Outcome`.
 
 use rustler::{Encoder, Env, Error, Term};
 
@@ -16,9 +20,15 @@ pub enum Failure {
     StaleResource,
 }
 
-pub type Outcome<T> = Result<T, Failure>;
+impl Failure {
+    /// Whether the budget ran out (the call then moves to a dirty scheduler).
+    pub fn needs_dirty(&self) -> bool {
+        matches!(self, Failure::NeedsDirty)
+    }
+}
 
-pub fn bad_arg<T>(message: impl Into<String>) -> Outcome<T> {
+/// Refuses bad input with `message`, shown to the user in an `ArgumentError`.
+pub fn bad_arg<T>(message: impl Into<String>) -> Result<T, Failure> {
     Err(Failure::BadArg(message.into()))
 }
 

@@ -5,8 +5,8 @@
 //!
 //! | module | job |
 //! |---|---|
-//! | `errors` | how a NIF says no: `ArgumentError`, a stale resource |
-//! | `budget` | the work budget of a normal-scheduler call |
+//! | `errors` | how a NIF says no: `ArgumentError`, a stale resource (imported only where one is built) |
+//! | `budget` | the work budget of a normal-scheduler call (every figure from `hrw_core::cost`), and `Outcome`, what each step returns |
 //! | `nif` | the NIF wrapper macro (`nif!`): decoding, scheduling, probes |
 //! | `bits`, `tuple_view` | reading the VM's terms in place |
 //! | `term_id` | term ids (and the `term_id` and `score` NIFs) |

@@ -1,20 +1,16 @@
 //! The stateless list path: hash every node term, score with N3, nothing cached.
 
-use crate::budget::Budget;
+use crate::budget::{Budget, Outcome};
 use crate::cells::for_each_raw_node;
-use crate::errors::{bad_arg, Failure, Outcome};
+use crate::errors::{bad_arg, Failure};
 use crate::nif::nif;
 use crate::nodeset::call_ring;
 use crate::term_id::{term_id, term_id_in, Probes};
 use hrw_core::ring::Ring;
-use hrw_core::{n3, scan, work};
+use hrw_core::{cost, n3, scan, work};
 use rustler::sys::ErlNifTerm;
 use rustler::{Encoder, Env, Term};
 use smallvec::SmallVec;
-
-/// Budget units per node of the allocation-free owner scan beyond hashing it: the
-/// cell, two buffer pushes and the score.
-const OWNER_COST_PER_NODE: u64 = 3 * work::ELEMENT + work::SCORE;
 
 /// Calls `visit(node, id)` for every node, in list order.
 fn each_node<'a>(
@@ -24,7 +20,7 @@ fn each_node<'a>(
 ) -> Outcome<()> {
     let env = nodes.get_env();
     let mut probes = Probes::new();
-    for_each_raw_node(nodes, OWNER_COST_PER_NODE, budget, |node, budget| {
+    for_each_raw_node(nodes, cost::LIST_OWNER_NODE, budget, |node, budget| {
         visit(node, term_id_in(env, node, budget, &mut probes)?);
         Ok(())
     })
@@ -38,7 +34,7 @@ fn owner<'a>(key: Term<'a>, nodes: Term<'a>, budget: &mut Budget) -> Outcome<Ter
     let mut prepared: SmallVec<[u64; 32]> = SmallVec::new();
     let mut terms: SmallVec<[ErlNifTerm; 32]> = SmallVec::new();
     each_node(nodes, budget, |node, id| {
-        work::count(2 * work::ELEMENT);
+        work::count(2 * cost::ELEMENT);
         prepared.push(n3::linear(id));
         terms.push(node);
     })?;
@@ -94,7 +90,7 @@ fn owners<'a>(
     weighted: bool,
     budget: &mut Budget,
 ) -> Outcome<Term<'a>> {
-    let answer_cost = |ring: &Ring| ring.owners_cost() + 2 * work::ELEMENT * count as u64;
+    let answer_cost = |ring: &Ring| ring.owners_cost() + cost::owner_terms(count);
     with_call_ring(
         key,
         nodes,

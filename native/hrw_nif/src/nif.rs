@@ -22,7 +22,8 @@
 //! Adding a NIF: one `nif!` line beside the function it wraps, and its three
 //! stubs in lib/hrw/native.ex.
 
-use crate::errors::{Failure, Outcome};
+use crate::budget::Outcome;
+use crate::errors::Failure;
 use rustler::{Encoder, Env, Term};
 
 /// What a probe reports: how the call ended (`:ok`, `:needs_dirty`,

@@ -2,14 +2,13 @@
 //! build, and for the ring a list call or a batch over a list prepares for itself
 //! ([`call_ring`]).
 
-use crate::budget::Budget;
+use crate::budget::{needs_dirty, Budget, Outcome};
 use crate::cells::{for_each_raw_node, longer_than};
-use crate::errors::{Failure, Outcome};
 use crate::term_id::{term_id_in, Probes};
 use crate::weighted::decode_weighted;
-use hrw_core::nodes::{distinct, distinct_cost, fingerprint, fingerprint_cost};
+use hrw_core::nodes::{distinct, fingerprint};
 use hrw_core::ring::Ring;
-use hrw_core::work;
+use hrw_core::{cost, work};
 use rustler::{Encoder, Env, Term};
 use std::collections::HashMap;
 
@@ -26,11 +25,6 @@ pub struct NodeSet<'a> {
     pub weight_terms: Vec<Term<'a>>,
 }
 
-/// Budget units per node beyond its term id: the cell, the weight decode, three
-/// pushes, the copy into the distinct terms, deduplication, and (weighted, with
-/// repeated ids) the second pass that picks each kept weight's term.
-const DECODE_COST_PER_NODE: u64 = 7 * work::ELEMENT + 2 * distinct_cost(1);
-
 /// [`decode`] for a build that then spends at least `build_per_node` units per
 /// node: on a normal scheduler the list's length is first counted, up to the most
 /// nodes the budget could pay for, and a longer list asks for the dirty scheduler
@@ -42,12 +36,9 @@ pub fn decode_for_build<'a>(
     budget: &mut Budget,
 ) -> Outcome<NodeSet<'a>> {
     if budget.is_limited() {
-        // The least a node can cost: its cell and share of the decoding, one term
-        // visit, and the build's share.
-        let least = DECODE_COST_PER_NODE + work::TERM + build_per_node;
-        let fits = (budget.remaining() / least) as usize;
+        let fits = (budget.remaining() / cost::node_least(build_per_node)) as usize;
         if longer_than(nodes, fits, budget)? {
-            return Err(Failure::NeedsDirty);
+            return needs_dirty();
         }
     }
     decode(nodes, weighted, budget)
@@ -63,7 +54,7 @@ pub fn call_ring<'a>(
     budget: &mut Budget,
 ) -> Outcome<(NodeSet<'a>, Ring)> {
     let set = decode(nodes, weighted, budget)?;
-    budget.charge(Ring::build_cost(set.nodes.len()))?;
+    budget.charge(cost::ring_build(set.nodes.len()))?;
     let ring = Ring::new(&set.nodes);
     Ok((set, ring))
 }
@@ -74,8 +65,8 @@ pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outco
     let mut pairs = Vec::new();
     let env = nodes.get_env();
     let mut probes = Probes::new();
-    for_each_raw_node(nodes, DECODE_COST_PER_NODE, budget, |raw, budget| {
-        work::count(4 * work::ELEMENT);
+    for_each_raw_node(nodes, cost::NODE_DECODE, budget, |raw, budget| {
+        work::count(4 * cost::ELEMENT);
         // SAFETY: a cell of the node list, valid in `env` for this call.
         let entry = unsafe { Term::new(env, raw) };
         let node = if weighted {
@@ -100,7 +91,7 @@ pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outco
         weight_terms
     } else {
         // Repeated ids: the first entry whose weight is the one kept (the largest).
-        work::count(distinct_cost(pairs.len()));
+        work::count(cost::distinct(pairs.len()));
         let slot: HashMap<u64, usize> = d.nodes.iter().enumerate().map(|(i, n)| (n.0, i)).collect();
         let mut kept: Vec<Option<Term<'a>>> = vec![None; d.nodes.len()];
         for (&(id, w), &term) in pairs.iter().zip(&weight_terms) {
@@ -111,7 +102,7 @@ pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outco
         }
         kept.into_iter().flatten().collect()
     };
-    work::count(work::ELEMENT * d.positions.len() as u64);
+    work::count(cost::ELEMENT * d.positions.len() as u64);
     Ok(NodeSet {
         terms: d.positions.iter().map(|&p| terms[p]).collect(),
         nodes: d.nodes,
@@ -120,18 +111,6 @@ pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outco
 }
 
 impl<'a> NodeSet<'a> {
-    /// Budget units of [`NodeSet::reply`] with `params` parameters: the nodes tuple,
-    /// the weights tuple and the fingerprint.
-    pub fn reply_cost(&self, params: usize, weighted: bool) -> u64 {
-        let n = self.nodes.len();
-        let weights = if weighted {
-            work::ELEMENT * n as u64
-        } else {
-            0
-        };
-        work::ELEMENT * n as u64 + weights + fingerprint_cost(n, params) + work::TERM
-    }
-
     /// `{resource, nodes_tuple, weights_tuple_or_nil, fingerprint}` for the struct.
     pub fn reply<R: Encoder>(
         &self,
@@ -141,10 +120,10 @@ impl<'a> NodeSet<'a> {
         params: &[u64],
         weighted: bool,
     ) -> Term<'a> {
-        work::count(work::ELEMENT * self.terms.len() as u64);
+        work::count(cost::ELEMENT * self.terms.len() as u64);
         let nodes = rustler::types::tuple::make_tuple(env, &self.terms);
         let weights = if weighted {
-            work::count(work::ELEMENT * self.weight_terms.len() as u64);
+            work::count(cost::ELEMENT * self.weight_terms.len() as u64);
             rustler::types::tuple::make_tuple(env, &self.weight_terms)
         } else {
             rustler::types::atom::nil().encode(env)

@@ -3,12 +3,12 @@
 //! structure says how in its own file (ring.rs, skeleton.rs) by implementing
 //! [`Lookup`] and [`Prepared`]; batch.rs looks keys up through [`Lookup`] too.
 
-use crate::budget::Budget;
-use crate::errors::{Failure, Outcome};
+use crate::budget::{Budget, Outcome};
+use crate::errors::Failure;
 use crate::nodeset;
 use crate::resource::{self, Resource};
 use crate::term_id::term_id;
-use hrw_core::work;
+use hrw_core::cost;
 use rustler::{Env, Term};
 
 /// Looking ids up in a structure built from distinct nodes (owner indices index
@@ -58,7 +58,8 @@ pub fn build<'a, T: Prepared>(
 ) -> Outcome<Term<'a>> {
     let set = nodeset::decode_for_build(nodes, weighted, T::build_cost(1), budget)?;
     let words = T::option_words(options);
-    budget.charge(T::build_cost(set.nodes.len()) + set.reply_cost(words.len(), weighted))?;
+    let n = set.nodes.len();
+    budget.charge(T::build_cost(n) + cost::build_reply(n, words.len(), weighted))?;
     let resource = resource::make(env, T::build(&set.nodes, options));
     Ok(set.reply(env, resource, T::KIND, &words, weighted))
 }
@@ -89,7 +90,7 @@ pub fn owners<T: Prepared>(
     let prepared = resource::<T>(prepared)?;
     let count = count.min(prepared.len());
     // The lookups of every rank, and the result list.
-    budget.charge(prepared.owners_cost(count) + work::ELEMENT * count as u64)?;
+    budget.charge(prepared.owners_cost(count) + cost::owner_indices(count))?;
     let key = term_id(key, budget)?;
     Ok(prepared.owners(key, count))
 }

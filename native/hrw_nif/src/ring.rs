@@ -1,11 +1,11 @@
 //! `HRW.Ring`: the exact prepared ring in a NIF resource (its NIFs are written once
 //! for both prepared structures, in prepared.rs).
 
-use crate::budget::Budget;
-use crate::errors::Outcome;
+use crate::budget::{Budget, Outcome};
 use crate::nif::nif;
 use crate::prepared::{self, owner, owners, Lookup, Prepared};
 use crate::resource::{resource_slot, Resource};
+use hrw_core::cost;
 use hrw_core::ring::Ring;
 use rustler::sys::ErlNifResourceType;
 use rustler::{Env, Term};
@@ -44,7 +44,7 @@ impl Prepared for Ring {
     const KIND: u64 = 1;
     type Options = ();
     fn build_cost(nodes: usize) -> u64 {
-        Ring::build_cost(nodes)
+        cost::ring_build(nodes)
     }
     fn build(nodes: &[(u64, f64)], _options: ()) -> Ring {
         Ring::new(nodes)

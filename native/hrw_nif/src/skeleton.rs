@@ -4,6 +4,7 @@
 use crate::nif::nif;
 use crate::prepared::{build, owner, owners, Lookup, Prepared};
 use crate::resource::{resource_slot, Resource};
+use hrw_core::cost;
 use hrw_core::skeleton::Skeleton;
 use rustler::sys::ErlNifResourceType;
 use std::sync::atomic::AtomicPtr;
@@ -46,7 +47,7 @@ impl Prepared for Skeleton {
     /// The leaf size (`cluster_size`).
     type Options = usize;
     fn build_cost(nodes: usize) -> u64 {
-        Skeleton::build_cost(nodes)
+        cost::skeleton_build(nodes)
     }
     fn build(nodes: &[(u64, f64)], leaf_size: usize) -> Skeleton {
         Skeleton::build(nodes, leaf_size)

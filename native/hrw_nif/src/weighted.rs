@@ -1,7 +1,7 @@
 //! Weighted nodes `{node, weight}`: decoding, and the weighted score NIF.
 
-use crate::budget::Budget;
-use crate::errors::{bad_arg, Outcome};
+use crate::budget::{Budget, Outcome};
+use crate::errors::bad_arg;
 use crate::nif::nif;
 use crate::term_id::term_id;
 use hrw_core::n3;

@@ -109,7 +109,7 @@ impl Backend {
     /// lacks runs the portable scan instead (same answer).
     #[inline]
     pub fn argmax(self, prepared: &[u64], tk: u64) -> Option<usize> {
-        crate::work::count(crate::work::SCORE * prepared.len() as u64);
+        crate::work::count(crate::cost::SCORE * prepared.len() as u64);
         match self {
             Backend::Portable => portable::argmax(prepared, tk),
             #[cfg(target_arch = "x86_64")]
@@ -126,11 +126,6 @@ pub fn argmax(prepared: &[u64], tk: u64) -> Option<usize> {
     Backend::detect().argmax(prepared, tk)
 }
 
-/// Work units of [`top`] over `len` nodes: a score each, then a sort.
-pub const fn top_cost(len: usize) -> u64 {
-    crate::work::SCORE * len as u64 + crate::work::sort(len) + crate::work::ELEMENT * len as u64
-}
-
 /// The `count` best distinct indices, best first. Entries whose prepared id equals a
 /// better one (duplicated nodes) are skipped, so the result names distinct ids.
 pub fn top(prepared: &[u64], tk: u64, count: usize) -> Vec<usize> {
@@ -142,13 +137,13 @@ pub fn top(prepared: &[u64], tk: u64, count: usize) -> Vec<usize> {
     }
     // Scores are a bijection of ids, so sorting by (score desc, index asc) places equal
     // ids next to each other and lets us keep the first of each run.
-    crate::work::count((crate::work::SCORE + crate::work::ELEMENT) * prepared.len() as u64);
+    crate::work::count((crate::cost::SCORE + crate::cost::ELEMENT) * prepared.len() as u64);
     let mut scored: Vec<(u64, usize)> = prepared
         .iter()
         .enumerate()
         .map(|(i, &tn)| (n3::score_prepared(tk, tn), i))
         .collect();
-    crate::work::count(crate::work::sort(scored.len()));
+    crate::work::count(crate::cost::sort(scored.len()));
     scored.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     scored.dedup_by_key(|e| e.0);
     scored.truncate(count);

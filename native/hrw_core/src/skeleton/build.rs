@@ -6,7 +6,7 @@ use super::layout::{Entry, Skeleton, LEAF};
 use crate::n3;
 use crate::scan;
 use crate::weighted::Weight;
-use crate::work;
+use crate::{cost, work};
 
 /// How many ids an unweighted leaf of `m` nodes scans (`m` plus padding). With a
 /// SIMD scan backend, leaves of the usual sizes are padded to one fixed multiple of
@@ -79,7 +79,7 @@ impl Skeleton {
             "a skeleton holds fewer than 2^32 nodes"
         );
         let leaf_size = leaf_size.clamp(1, (1 << 31) - 1);
-        work::count(Skeleton::build_cost(nodes.len()));
+        work::count(cost::skeleton_build(nodes.len()));
         let mut order: Vec<(u64, u32)> = nodes
             .iter()
             .enumerate()
@@ -261,12 +261,5 @@ impl Skeleton {
             max_leaf,
             max_width,
         }
-    }
-
-    /// Work units (see [`crate::work`]) of [`Skeleton::build`] over `n` input nodes,
-    /// an upper bound: the sort by routing key, then a bounded amount of work per node
-    /// (routing key, trie slots, masses, leaf blocks; fewer than `2n + 1` slots).
-    pub const fn build_cost(n: usize) -> u64 {
-        work::sort(n) + 24 * work::ELEMENT * n as u64 + 16 * work::ELEMENT
     }
 }

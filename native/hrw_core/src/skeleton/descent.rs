@@ -6,7 +6,7 @@ use super::layout::{Entry, Skeleton};
 use crate::n3;
 use crate::scan;
 use crate::weighted::{uniform_numerator, Standing, Weight};
-use crate::work;
+use crate::{cost, work};
 
 /// Keys one [`Skeleton::owners_of`] step takes down the trie together.
 pub const BATCH_LANES: usize = 8;
@@ -42,29 +42,22 @@ fn prefetch<T>(p: *const T) {
 }
 
 impl Skeleton {
-    /// Work units of one leaf pick over at most `max_leaf` nodes, each membership test
-    /// of the taken set costing `per_taken` (0 when nothing is taken).
-    pub(super) fn pick_cost(&self, per_taken: u64) -> u64 {
-        if self.weighted {
-            // Per node: its bounds (three times at most), one exact cost, two
-            // membership tests; plus the first candidate's bounds and exact cost.
-            self.max_leaf as u64 * (6 * work::SCORE + work::WEIGHTED_SCORE + 2 * per_taken)
-                + 2 * work::SCORE
-                + work::WEIGHTED_SCORE
-        } else {
-            self.max_leaf as u64 * (work::SCORE + per_taken)
+    /// What bounds its lookups' work, for the cost model.
+    pub(super) fn shape(&self) -> cost::SkeletonShape {
+        cost::SkeletonShape {
+            levels: self.levels,
+            slots: self.entries.len(),
+            nodes: self.len,
+            max_leaf: self.max_leaf,
+            max_width: self.max_width,
+            weighted: self.weighted,
         }
     }
 
-    /// Work units of one [`Skeleton::owner`], an upper bound: every level of the
-    /// descent and the widest leaf.
+    /// Work units of one [`Skeleton::owner`], an upper bound
+    /// ([`cost::skeleton_owner`]).
     pub fn owner_cost(&self) -> u64 {
-        let leaf = if self.weighted {
-            self.pick_cost(0)
-        } else {
-            self.max_width as u64 * work::SCORE
-        };
-        work::LEVEL * u64::from(self.levels) + leaf
+        cost::skeleton_owner(&self.shape())
     }
 
     /// Index (into the `nodes` given to [`Skeleton::build`], first occurrence of a
@@ -87,10 +80,10 @@ impl Skeleton {
         self.leaf_owner(leaf, tk)
     }
 
-    /// Work units of one [`Skeleton::owners_of`] over `keys` keys, an upper bound:
-    /// `keys` owner lookups.
+    /// Work units of one [`Skeleton::owners_of`] over `keys` keys, an upper bound
+    /// ([`cost::skeleton_owners_of`]).
     pub fn owners_of_cost(&self, keys: usize) -> u64 {
-        (keys as u64).saturating_mul(self.owner_cost())
+        cost::skeleton_owners_of(&self.shape(), keys)
     }
 
     /// The owners of many keys: `out[i] = owner(keys[i])` (as a `u32`: a skeleton
@@ -139,7 +132,7 @@ impl Skeleton {
         }
         let entries = self.entries.as_slice();
         let mut leaf = [entries[0]; BATCH_LANES];
-        work::count(work::LEVEL * u64::from(self.levels) * lanes as u64);
+        work::count(cost::LEVEL * u64::from(self.levels) * lanes as u64);
         // As `descend`, lane by lane within each step: the lanes' loads are
         // independent, so the CPU has several in flight.
         for bit in self.root_bit..self.root_bit + self.levels {
@@ -190,7 +183,7 @@ impl Skeleton {
     fn descend(&self, seed: u64) -> Entry {
         let entries = self.entries.as_slice();
         let mut e = entries[0];
-        work::count(work::LEVEL * u64::from(self.levels));
+        work::count(cost::LEVEL * u64::from(self.levels));
         // A fixed number of steps: a leaf is its own right child, so a path that
         // ends early stays put, and the loop's exit is always predicted. The coin of
         // a step depends only on the step's bit position (consecutive along every
@@ -257,7 +250,7 @@ impl Skeleton {
     ) -> usize {
         const LOG2_E: f64 = std::f64::consts::LOG2_E;
         let bounds = |j: usize| -> (u64, f64, f64) {
-            work::count(2 * work::SCORE);
+            work::count(2 * cost::SCORE);
             let score = n3::score_prepared(tk, self.blocks[off + j]);
             let inv = f64::from_bits(self.blocks[off + 2 * m + j]);
             let a = 1.0 - uniform_numerator(score) as f64 * (1.0 / (1u64 << 53) as f64);
@@ -292,7 +285,7 @@ impl Skeleton {
             return 0;
         }
         let exact = |j: usize, score: u64| {
-            work::count(work::WEIGHTED_SCORE);
+            work::count(cost::WEIGHTED_SCORE);
             Standing::new(score, Weight::unpack(self.blocks[off + m + j])).rank()
         };
         let mut best: Option<(u128, usize)> = None;
@@ -326,7 +319,7 @@ impl Skeleton {
             m,
             |j| !skip(j),
             |j| {
-                work::count(work::SCORE);
+                work::count(cost::SCORE);
                 !n3::score_prepared(tk, ids[j])
             },
         )

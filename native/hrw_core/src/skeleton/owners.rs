@@ -5,25 +5,14 @@
 use super::coins::{coin, seed_of, threshold};
 use super::layout::Skeleton;
 use crate::n3;
-use crate::work;
+use crate::{cost, work};
 
 impl Skeleton {
-    /// Work units of one [`Skeleton::owners`] with `count` ranks, an upper bound: per
-    /// rank a path of at most `levels + 1` slots, each asking the taken set twice,
-    /// and a leaf pick that skips the taken nodes.
+    /// Work units of one [`Skeleton::owners`] with `count` ranks, an upper bound
+    /// ([`cost::skeleton_owners`]).
     pub fn owners_cost(&self, count: usize) -> u64 {
-        let c = count.min(self.len) as u64;
-        let dense = c as usize >= Taken::DENSE_FROM;
-        let per_taken = work::ELEMENT * if dense { 1 } else { c.max(1) };
-        let setup = work::ELEMENT * c
-            + if dense {
-                work::ELEMENT * (self.entries.len() + self.len) as u64
-            } else {
-                0
-            };
-        let path = u64::from(self.levels) + 1;
-        let per_rank = path * (work::LEVEL + 3 * per_taken) + self.pick_cost(per_taken);
-        setup + c * per_rank
+        let ranks = count.min(self.len);
+        cost::skeleton_owners(&self.shape(), ranks, Taken::is_dense(ranks))
     }
 
     /// The `count` best distinct nodes for `key` (indices into the `nodes` given to
@@ -34,7 +23,7 @@ impl Skeleton {
     /// Deterministic, and each rank moves under churn about as rarely as the owner.
     pub fn owners(&self, key: u64, count: usize) -> Vec<usize> {
         let count = count.min(self.len);
-        work::count(work::ELEMENT * count as u64);
+        work::count(cost::ELEMENT * count as u64);
         let tk = n3::prepared_key(key);
         let mut taken = Taken::new(self, count);
         let mut out: Vec<usize> = Vec::with_capacity(count);
@@ -58,7 +47,7 @@ impl Skeleton {
         path.clear();
         let mut slot = 0;
         loop {
-            work::count(work::LEVEL);
+            work::count(cost::LEVEL);
             path.push(slot);
             let e = self.entries[slot];
             if e.is_leaf() {
@@ -123,10 +112,15 @@ impl Taken {
     /// Above this many ranks, per-slot tables beat scanning the picks per level.
     const DENSE_FROM: usize = 48;
 
+    /// Whether `count` ranks keep per-slot tables.
+    fn is_dense(count: usize) -> bool {
+        count >= Taken::DENSE_FROM
+    }
+
     fn new(sk: &Skeleton, count: usize) -> Taken {
-        let dense = count >= Taken::DENSE_FROM;
+        let dense = Taken::is_dense(count);
         if dense {
-            work::count(work::ELEMENT * (sk.entries.len() + sk.len) as u64);
+            work::count(cost::ELEMENT * (sk.entries.len() + sk.len) as u64);
         }
         Taken {
             list: Vec::with_capacity(count),
@@ -153,7 +147,7 @@ impl Taken {
     }
 
     fn contains(&self, pos: usize) -> bool {
-        work::count(work::ELEMENT * self.probe_len());
+        work::count(cost::ELEMENT * self.probe_len());
         if self.positions.is_empty() {
             self.list.iter().any(|&(p, _)| p == pos)
         } else {
@@ -163,7 +157,7 @@ impl Taken {
 
     /// Count and weight taken out of `slot`'s subtree.
     fn removed(&self, sk: &Skeleton, slot: usize) -> (usize, f64) {
-        work::count(work::ELEMENT * self.probe_len());
+        work::count(cost::ELEMENT * self.probe_len());
         if !self.slots.is_empty() {
             return self.slots[slot];
         }
@@ -180,7 +174,7 @@ impl Taken {
 
     fn add(&mut self, path: &[usize], pos: usize, weight: f64) {
         work::count(
-            work::ELEMENT
+            cost::ELEMENT
                 * if self.slots.is_empty() {
                     1
                 } else {

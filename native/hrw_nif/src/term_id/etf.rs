@@ -3,11 +3,10 @@
 //! term format, ETF), atom names (Latin-1 through the NIF API, others from their
 //! ETF), bitstrings, pids, ports, references and funs (from their ETF).
 
-use super::cost::{atom_read_cost, etf_cost, hash_cost, unreadable};
-use crate::budget::Budget;
-use crate::errors::{bad_arg, Failure, Outcome};
+use super::refusals::{unencodable, unknown_type, unreadable};
+use crate::budget::{needs_dirty, Budget, Outcome};
 use hrw_core::term_hash::{self, tag, MAX_ATOM_CHARS, MAX_ATOM_UTF8_BYTES};
-use hrw_core::work;
+use hrw_core::{cost, work};
 use rustler::sys::{
     enif_get_atom, enif_get_atom_length, enif_term_to_binary, ErlNifBinary, ErlNifCharEncoding,
 };
@@ -44,7 +43,7 @@ pub(super) fn leaf_id(term: Term, kind: TermType, budget: &mut Budget) -> Outcom
         TermType::Ref => opaque_id(tag::REFERENCE, term, budget),
         TermType::Fun => opaque_id(tag::FUN, term, budget),
         TermType::Tuple | TermType::List | TermType::Map => Err(unreadable("container as a leaf")),
-        TermType::Unknown => bad_arg("term of an unknown type cannot be hashed"),
+        TermType::Unknown => Err(unknown_type()),
     }
 }
 
@@ -64,14 +63,16 @@ fn integer_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
 #[inline(never)]
 fn big_integer_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
     let ext = if budget.is_limited() {
-        let bytes = bounded_big_bytes(term, budget)?.ok_or(Failure::NeedsDirty)?;
+        let Some(bytes) = bounded_big_bytes(term, budget)? else {
+            return needs_dirty();
+        };
         // SMALL_BIG_EXT of `bytes` digits: version, tag, length, sign, digits.
-        budget.charge(etf_cost(4 + bytes))?;
+        budget.charge(cost::etf(4 + bytes))?;
         to_etf(term)?
     } else {
         // Dirty scheduler: the size is unknown until encoded; charged after.
         let ext = to_etf(term)?;
-        budget.charge(etf_cost(ext.len()))?;
+        budget.charge(cost::etf(ext.len()))?;
         ext
     };
     // 131, then SMALL_BIG_EXT (110, n:u8, sign:u8, digits) or LARGE_BIG_EXT
@@ -83,8 +84,8 @@ fn big_integer_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
     };
     match rest {
         [sign @ (0 | 1), digits @ ..] if digits.len() == len => {
-            budget.charge(hash_cost(2 + len))?;
-            work::count(hash_cost(2 + len));
+            budget.charge(cost::hash(2 + len))?;
+            work::count(cost::hash(2 + len));
             Ok(term_hash::integer(*sign == 1, digits))
         }
         _ => Err(unreadable("integer")),
@@ -101,8 +102,8 @@ fn bounded_big_bytes(term: Term, budget: &mut Budget) -> Outcome<Option<usize>> 
     let negative = term < 0i64.encode(env);
     for bytes in [SMALL_BIG_BYTES, MAX_NORMAL_BIG_BYTES] {
         // Decoding the limit and one comparison with it.
-        budget.charge(etf_cost(4 + bytes) + hash_cost(bytes))?;
-        work::count(etf_cost(4 + bytes) + hash_cost(bytes));
+        budget.charge(cost::etf(4 + bytes) + cost::hash(bytes))?;
+        work::count(cost::etf(4 + bytes) + cost::hash(bytes));
         let limit = big_limit(env, bytes, negative)?;
         let inside = if negative {
             term >= limit
@@ -141,7 +142,7 @@ pub(super) fn atom_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
         )
     } != 0;
     if latin1 {
-        budget.charge(atom_read_cost(chars as usize))?;
+        budget.charge(cost::atom_read(chars as usize))?;
     }
     // Names that fit Latin-1 (nearly all): read straight into a stack buffer, at
     // most 255 characters and a NUL (left uninitialised: the VM writes it).
@@ -163,12 +164,12 @@ pub(super) fn atom_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
         let name =
             unsafe { std::slice::from_raw_parts(buf.as_ptr() as *const u8, written as usize - 1) };
         // Charged from the length above (the same atom: names never change).
-        work::count(atom_read_cost(name.len()));
+        work::count(cost::atom_read(name.len()));
         return Ok(term_hash::atom_latin1(name));
     }
     // A name outside Latin-1: NIF 2.16 cannot read it, but the ETF carries it in
     // UTF-8 (ATOM_UTF8_EXT / SMALL_ATOM_UTF8_EXT), at most 255 characters.
-    budget.charge(etf_cost(MAX_ATOM_ETF))?;
+    budget.charge(cost::etf(MAX_ATOM_ETF))?;
     let ext = to_etf(term)?;
     let (utf8, name) = match ext.as_slice() {
         [131, 119, len, name @ ..] if name.len() == *len as usize => (true, name),
@@ -180,8 +181,8 @@ pub(super) fn atom_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
         }
         _ => return Err(unreadable("atom")),
     };
-    budget.charge(hash_cost(1 + 2 * name.len()))?;
-    work::count(hash_cost(1 + 2 * name.len()));
+    budget.charge(cost::hash(1 + 2 * name.len()))?;
+    work::count(cost::hash(1 + 2 * name.len()));
     Ok(if utf8 {
         term_hash::atom(name)
     } else {
@@ -193,10 +194,10 @@ pub(super) fn atom_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
 fn bitstring_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
     if budget.is_limited() {
         // Its size cannot be read without encoding it.
-        return Err(Failure::NeedsDirty);
+        return needs_dirty();
     }
     let ext = to_etf(term)?;
-    budget.charge(etf_cost(ext.len()) + hash_cost(ext.len()))?;
+    budget.charge(cost::etf(ext.len()) + cost::hash(ext.len()))?;
     // 131, BIT_BINARY_EXT (77, len:u32 big-endian, bits-in-last-byte:u8, data).
     match ext.as_slice() {
         [131, 77, a, b, c, d, last_bits @ 1..=8, data @ ..]
@@ -217,20 +218,20 @@ fn bitstring_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
 fn opaque_id(tag: u8, term: Term, budget: &mut Budget) -> Outcome<u64> {
     let ext = if tag == tag::FUN {
         if budget.is_limited() {
-            return Err(Failure::NeedsDirty);
+            return needs_dirty();
         }
         let ext = to_etf(term)?;
-        budget.charge(etf_cost(ext.len()))?;
+        budget.charge(cost::etf(ext.len()))?;
         ext
     } else {
-        budget.charge(etf_cost(MAX_OPAQUE_ETF))?;
+        budget.charge(cost::etf(MAX_OPAQUE_ETF))?;
         let ext = to_etf(term)?;
         // Never expected; keeps the charge an upper bound whatever the VM writes.
-        budget.charge(etf_cost(ext.len()).saturating_sub(etf_cost(MAX_OPAQUE_ETF)))?;
+        budget.charge(cost::etf(ext.len()).saturating_sub(cost::etf(MAX_OPAQUE_ETF)))?;
         ext
     };
-    budget.charge(hash_cost(ext.len() + 1))?;
-    work::count(hash_cost(ext.len() + 1));
+    budget.charge(cost::hash(ext.len() + 1))?;
+    work::count(cost::hash(ext.len() + 1));
     Ok(term_hash::opaque(tag, ext.as_slice()))
 }
 
@@ -244,12 +245,10 @@ fn to_etf(term: Term) -> Outcome<OwnedBinary> {
         enif_term_to_binary(term.get_env().as_c_arg(), term.as_c_arg(), bin.as_mut_ptr())
     };
     if ok == 0 {
-        return Err(Failure::BadArg(
-            "could not encode term (out of memory?)".to_string(),
-        ));
+        return Err(unencodable());
     }
     // SAFETY: initialised by the successful call above, and owned by nobody else.
     let bin = unsafe { OwnedBinary::from_raw(bin.assume_init()) };
-    work::count(etf_cost(bin.as_slice().len()));
+    work::count(cost::etf(bin.as_slice().len()));
     Ok(bin)
 }

@@ -3,14 +3,13 @@
 //! the general walk ([`Walk`]), to which they hand over what they do not take
 //! without charging or visiting anything twice.
 
-use super::cost::{charge_map, hash_cost, ids_cost, unreadable, COST_PER_MAP, COST_PER_MAP_ENTRY};
 use super::leaf::{fast_leaf, Fast};
 use super::map_entries::MapEntries;
-use super::walk::Walk;
-use crate::budget::Budget;
-use crate::errors::{Failure, Outcome};
+use super::refusals::unreadable;
+use super::walk::{charge_map, Walk};
+use crate::budget::{needs_dirty, Budget, Outcome};
 use hrw_core::term_hash::{self, tag};
-use hrw_core::work;
+use hrw_core::{cost, work};
 use rustler::sys::ErlNifTerm;
 use rustler::{Env, Term};
 use std::mem::MaybeUninit;
@@ -32,14 +31,14 @@ pub(super) fn flat_tuple(
     if elements.len() > FLAT_MAX {
         return Ok(None);
     }
-    budget.charge(ids_cost(elements.len()))?;
-    work::count(ids_cost(elements.len()));
+    budget.charge(cost::ids(elements.len()))?;
+    work::count(cost::ids(elements.len()));
     let mut ids = [0u64; FLAT_MAX];
     for (i, &element) in elements.iter().enumerate() {
-        budget.charge(work::TERM)?;
-        work::count(work::TERM);
+        budget.charge(cost::TERM)?;
+        work::count(cost::TERM);
         match fast_leaf(env, element, budget) {
-            Fast::Dirty => return Err(Failure::NeedsDirty),
+            Fast::Dirty => return needs_dirty(),
             Fast::Id(id) => ids[i] = id,
             Fast::Other => {
                 let mut walk = Walk::new(budget);
@@ -82,7 +81,7 @@ pub(super) fn flat_map(term: Term, n: usize, budget: &mut Budget) -> Outcome<Opt
     charge_map(n, budget)?;
     let mut slot = MaybeUninit::uninit();
     let mut iter = MapEntries::new(term, &mut slot)?;
-    work::count(COST_PER_MAP);
+    work::count(cost::MAP);
     let mut entries = [(0u64, 0u64); FLAT_MAX];
     // Exactly `n` entries (the map's size): the iterator is advanced between them
     // only, not asked past the last one (two VM calls fewer a map).
@@ -93,12 +92,12 @@ pub(super) fn flat_map(term: Term, n: usize, budget: &mut Budget) -> Outcome<Opt
         let (k, v) = iter.current().ok_or_else(|| unreadable("map"))?;
         // SAFETY: both are terms of the map, valid in `env` for this call.
         let term = |raw| unsafe { Term::new(env, raw) };
-        work::count(COST_PER_MAP_ENTRY + ids_cost(2) - hash_cost(1));
-        budget.charge(work::TERM)?;
-        work::count(work::TERM);
+        work::count(cost::MAP_ENTRY + cost::ids(2) - cost::hash(1));
+        budget.charge(cost::TERM)?;
+        work::count(cost::TERM);
         let kid = match fast_leaf(env, k, budget) {
             Fast::Id(id) => id,
-            Fast::Dirty => return Err(Failure::NeedsDirty),
+            Fast::Dirty => return needs_dirty(),
             Fast::Other => {
                 iter.advance();
                 let mut walk = Walk::new(budget);
@@ -109,11 +108,11 @@ pub(super) fn flat_map(term: Term, n: usize, budget: &mut Budget) -> Outcome<Opt
                     .map(Some);
             }
         };
-        budget.charge(work::TERM)?;
-        work::count(work::TERM);
+        budget.charge(cost::TERM)?;
+        work::count(cost::TERM);
         let vid = match fast_leaf(env, v, budget) {
             Fast::Id(id) => id,
-            Fast::Dirty => return Err(Failure::NeedsDirty),
+            Fast::Dirty => return needs_dirty(),
             Fast::Other => {
                 iter.advance();
                 let mut walk = Walk::new(budget);
@@ -125,7 +124,7 @@ pub(super) fn flat_map(term: Term, n: usize, budget: &mut Budget) -> Outcome<Opt
         };
         entries[len] = (kid, vid);
     }
-    work::count(work::sort(n) + hash_cost(1));
+    work::count(cost::sort(n) + cost::hash(1));
     // Insertion sort by (key id, value id) into the flat encoding order.
     let mut flat = [0u64; 2 * FLAT_MAX];
     for (i, &(k, v)) in entries[..n].iter().enumerate() {

@@ -3,12 +3,10 @@
 //! from the term layout that order those questions.
 
 use super::atom_cache;
-use super::cost::{copy_cost, hash_cost, COST_ATOM_CACHE};
 use super::etf::atom_id;
-use crate::budget::Budget;
-use crate::errors::{Failure, Outcome};
+use crate::budget::{needs_dirty, Budget, Outcome};
 use hrw_core::term_hash;
-use hrw_core::work;
+use hrw_core::{cost, work};
 use rustler::sys::{enif_get_int64, enif_inspect_binary, enif_is_atom, ErlNifBinary, ErlNifTerm};
 use rustler::{Env, Term};
 use std::mem::MaybeUninit;
@@ -33,7 +31,7 @@ impl Fast {
     pub(super) fn or_else(self, other: impl FnOnce() -> Outcome<u64>) -> Outcome<u64> {
         match self {
             Fast::Id(id) => Ok(id),
-            Fast::Dirty => Err(Failure::NeedsDirty),
+            Fast::Dirty => needs_dirty(),
             Fast::Other => other(),
         }
     }
@@ -54,10 +52,10 @@ pub(super) fn fast_leaf(term_env: Env, raw: ErlNifTerm, budget: &mut Budget) -> 
             return Fast::Id(term_hash::int64(v));
         }
     } else if atom {
-        if budget.charge(COST_ATOM_CACHE).is_err() {
+        if budget.charge(cost::ATOM_CACHE).is_err() {
             return Fast::Dirty;
         }
-        work::count(COST_ATOM_CACHE);
+        work::count(cost::ATOM_CACHE);
         if let Some(id) = atom_cache::get(raw) {
             return Fast::Id(id);
         }
@@ -78,10 +76,10 @@ pub(super) fn binary_leaf(term_env: Env, raw: ErlNifTerm, budget: &mut Budget) -
     // Inspecting a binary that starts off a byte boundary copies it: charged first.
     let unaligned = crate::bits::unaligned_size(raw);
     if let Some(size) = unaligned {
-        if budget.charge(copy_cost(size)).is_err() {
+        if budget.charge(cost::copy(size)).is_err() {
             return Fast::Dirty;
         }
-        work::count(copy_cost(size));
+        work::count(cost::copy(size));
     }
     let mut bin: MaybeUninit<ErlNifBinary> = MaybeUninit::uninit();
     // SAFETY: `bin` is a valid out-pointer; on success (a whole-byte binary) the VM
@@ -93,11 +91,11 @@ pub(super) fn binary_leaf(term_env: Env, raw: ErlNifTerm, budget: &mut Budget) -
         if unaligned.is_some_and(|size| size != bin.size) {
             crate::bits::disable();
         }
-        if budget.charge(hash_cost(bin.size)).is_err() {
+        if budget.charge(cost::hash(bin.size)).is_err() {
             return Fast::Dirty;
         }
         budget.note_binary(bin.size);
-        work::count(hash_cost(bin.size));
+        work::count(cost::hash(bin.size));
         let bytes = if bin.size == 0 {
             &[][..]
         } else {
@@ -115,14 +113,14 @@ pub(super) fn binary_leaf(term_env: Env, raw: ErlNifTerm, budget: &mut Budget) -
 fn first_atom_id(term: Term, budget: &mut Budget) -> Fast {
     match atom_id(term, budget) {
         Ok(id) => {
-            if budget.charge(COST_ATOM_CACHE).is_err() {
+            if budget.charge(cost::ATOM_CACHE).is_err() {
                 return Fast::Dirty;
             }
-            work::count(COST_ATOM_CACHE);
+            work::count(cost::ATOM_CACHE);
             atom_cache::put(term.as_c_arg(), id);
             Fast::Id(id)
         }
-        Err(Failure::NeedsDirty) => Fast::Dirty,
+        Err(failure) if failure.needs_dirty() => Fast::Dirty,
         Err(_) => Fast::Other,
     }
 }

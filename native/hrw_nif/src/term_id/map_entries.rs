@@ -1,7 +1,7 @@
 //! A map's entries, read with the VM's own map iterator.
 
-use super::cost::unreadable;
-use crate::errors::Outcome;
+use super::refusals::unreadable;
+use crate::budget::Outcome;
 use rustler::sys::{
     enif_map_iterator_create, enif_map_iterator_destroy, enif_map_iterator_get_pair,
     enif_map_iterator_next, ErlNifEnv, ErlNifMapIterator, ErlNifMapIteratorEntry, ErlNifTerm,

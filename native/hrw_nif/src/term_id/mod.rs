@@ -14,12 +14,12 @@
 //! | `etf.rs` | the other leaves: floats, wide integers, atom names, bitstrings, pids, funs (read through the external term format where the NIF API cannot) |
 //! | `map_entries.rs` | a map's entries, straight from the VM's map iterator |
 //! | `atom_cache.rs` | the per-VM table from an atom's term value to its id |
-//! | `cost.rs` | the cost model: what each step is charged |
+//! | `refusals.rs` | why a term has no id: the walk's error messages |
 //!
 //! Budget: every step that costs more than a constant is charged *before* it runs,
-//! with a named cost constant beside it (cost.rs; units of `hrw_core::work`). A
-//! visit costs [`work::TERM`]; hashing costs one unit per [`work::BYTES_PER_UNIT`]
-//! bytes (the core's cost model, as is a sort's [`work::sort`]); a tuple, list or
+//! by a named constant or function of the cost model (`hrw_core::cost`, which holds
+//! the term walk's figures too). A visit costs [`cost::TERM`]; hashing costs one
+//! unit per [`cost::BYTES_PER_UNIT`] bytes, a sort [`cost::sort`]; a tuple, list or
 //! map also pays for the buffer of its children's ids, a map for its iteration and
 //! the sort of its entries, and every use of the external term format (ETF) for its
 //! bytes. The only reads whose size is not known in advance (the ETF of a
@@ -30,22 +30,21 @@
 //! step itself, for test/hrw/budget_test.exs.
 
 mod atom_cache;
-mod cost;
 mod etf;
 mod fast;
 mod leaf;
 mod map_entries;
+mod refusals;
 mod walk;
 
-use crate::budget::Budget;
-use crate::errors::{Failure, Outcome};
+use crate::budget::{needs_dirty, Budget, Outcome};
 use crate::nif::nif;
 use crate::tuple_view::TupleView;
-use cost::unreadable;
 use etf::leaf_id;
 use fast::{flat_map, flat_tuple};
-use hrw_core::{n3, work};
+use hrw_core::{cost, n3, work};
 use leaf::{binary_leaf, boxed, fast_leaf, Fast};
+use refusals::unreadable;
 use rustler::sys::{enif_get_map_size, ErlNifTerm};
 use rustler::{Env, Term, TermType};
 use walk::{tuple_elements, Walk};
@@ -102,8 +101,8 @@ pub fn term_id_in(
     budget: &mut Budget,
     probes: &mut Probes,
 ) -> Outcome<u64> {
-    budget.charge(work::TERM)?;
-    work::count(work::TERM);
+    budget.charge(cost::TERM)?;
+    work::count(cost::TERM);
     if !boxed(raw) {
         return fast_leaf(env, raw, budget).or_else(|| slow_id(env, raw, budget, probes));
     }
@@ -118,7 +117,7 @@ pub fn term_id_in(
             probes.binaries_first = true;
             Ok(id)
         }
-        Fast::Dirty => Err(Failure::NeedsDirty),
+        Fast::Dirty => needs_dirty(),
         Fast::Other => slow_id(env, raw, budget, probes),
     }
 }

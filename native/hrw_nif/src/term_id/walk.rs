@@ -2,15 +2,14 @@
 //! [`super::leaf`]) do not take: nested containers, lists, and the leaves of
 //! [`super::etf`].
 
-use super::cost::{charge_map, hash_cost, ids_cost, unreadable, COST_PER_MAP, COST_PER_MAP_ENTRY};
 use super::etf::leaf_id;
 use super::leaf::{fast_leaf, Fast};
 use super::map_entries::MapEntries;
-use crate::budget::Budget;
-use crate::errors::{bad_arg, Failure, Outcome};
+use super::refusals::{too_deep, unreadable};
+use crate::budget::{needs_dirty, Budget, Outcome};
 use crate::tuple_view::TupleView;
 use hrw_core::term_hash::{tag, IdStack, Mark};
-use hrw_core::work;
+use hrw_core::{cost, work};
 use rustler::sys::ErlNifTerm;
 use rustler::{Env, Term, TermType};
 use std::mem::MaybeUninit;
@@ -25,6 +24,15 @@ pub(super) fn tuple_elements<'a>(term: Term<'a>) -> Outcome<&'a [ErlNifTerm]> {
     TupleView::of(term)
         .map(|t| t.raw())
         .ok_or_else(|| unreadable("tuple"))
+}
+
+/// Charges what a map of `n` entries costs besides its keys' and values' visits,
+/// before it is read: the iteration, the entries' room and the encoding's hash,
+/// and the sort.
+pub(super) fn charge_map(n: usize, budget: &mut Budget) -> Outcome<()> {
+    budget.charge(cost::map_iteration(n))?;
+    budget.charge(cost::ids(2 * n))?;
+    budget.charge(cost::sort(n))
 }
 
 /// One term walk: containers build their encodings on one shared [`IdStack`], so a
@@ -45,15 +53,13 @@ impl<'b> Walk<'b> {
 
     pub(super) fn id_at(&mut self, term: Term, depth: usize) -> Outcome<u64> {
         if depth > MAX_DEPTH {
-            return bad_arg(format!(
-                "term nested deeper than {MAX_DEPTH} levels cannot be hashed"
-            ));
+            return Err(too_deep(MAX_DEPTH));
         }
-        self.budget.charge(work::TERM)?;
-        work::count(work::TERM);
+        self.budget.charge(cost::TERM)?;
+        work::count(cost::TERM);
         match fast_leaf(term.get_env(), term.as_c_arg(), self.budget) {
             Fast::Id(id) => Ok(id),
-            Fast::Dirty => Err(Failure::NeedsDirty),
+            Fast::Dirty => needs_dirty(),
             Fast::Other => self.non_binary_id(term, depth),
         }
     }
@@ -86,8 +92,8 @@ impl<'b> Walk<'b> {
         let env = term.get_env();
         let elements = tuple_elements(term)?;
         // The ids' room in the shared encoding buffer, and their hash.
-        self.budget.charge(ids_cost(elements.len()))?;
-        work::count(ids_cost(elements.len()));
+        self.budget.charge(cost::ids(elements.len()))?;
+        work::count(cost::ids(elements.len()));
         let mark = self.ids.open();
         self.ids.reserve(elements.len());
         for &element in elements {
@@ -112,15 +118,15 @@ impl<'b> Walk<'b> {
                 Ok((head, tail)) => {
                     // The cell, and its id's room and hash in the encoding buffer
                     // (which grows with the list: every growth is paid for here).
-                    self.budget.charge(work::TERM + ids_cost(1))?;
-                    work::count(work::TERM + ids_cost(1));
+                    self.budget.charge(cost::TERM + cost::ids(1))?;
+                    work::count(cost::TERM + cost::ids(1));
                     let id = self.id_at(head, depth + 1)?;
                     self.ids.push(id);
                     rest = tail;
                 }
                 Err(_) => {
-                    self.budget.charge(ids_cost(1))?;
-                    work::count(ids_cost(1));
+                    self.budget.charge(cost::ids(1))?;
+                    work::count(cost::ids(1));
                     let id = self.id_at(rest, depth + 1)?;
                     self.ids.push(id);
                     return Ok(self.ids.close(mark, tag::IMPROPER_LIST));
@@ -136,12 +142,12 @@ impl<'b> Walk<'b> {
         charge_map(n, self.budget)?;
         let mut slot = MaybeUninit::uninit();
         let mut iter = MapEntries::new(term, &mut slot)?;
-        work::count(COST_PER_MAP);
+        work::count(cost::MAP);
         let mark = self.ids.open_map();
         self.ids.reserve_entries(n);
         let env = term.get_env();
         while let Some((k, v)) = iter.next_entry(env) {
-            work::count(COST_PER_MAP_ENTRY + ids_cost(2) - hash_cost(1));
+            work::count(cost::MAP_ENTRY + cost::ids(2) - cost::hash(1));
             let k = self.id_at(k, depth + 1)?;
             let v = self.id_at(v, depth + 1)?;
             self.ids.push_entry(k, v);
@@ -166,7 +172,7 @@ impl<'b> Walk<'b> {
         }
         self.ids.push_entry(current.0, current.1);
         while let Some((k, v)) = iter.next_entry(env) {
-            work::count(COST_PER_MAP_ENTRY + ids_cost(2) - hash_cost(1));
+            work::count(cost::MAP_ENTRY + cost::ids(2) - cost::hash(1));
             let k = self.id_at(k, 1)?;
             let v = self.id_at(v, 1)?;
             self.ids.push_entry(k, v);
@@ -179,7 +185,7 @@ impl<'b> Walk<'b> {
             return Err(unreadable("map"));
         }
         // Sorts the entries (charged above) and hashes them.
-        work::count(work::sort(n) + hash_cost(1));
+        work::count(cost::sort(n) + cost::hash(1));
         Ok(self.ids.close_map(mark))
     }
 }
