@@ -210,6 +210,11 @@ defmodule HRW.Cluster do
     * `:overrides` - `%{key => node | [node, ...]}`, see "Overrides" (default none).
     * `:quorum` - an integer in 1..65536, or `{:majority, expected}` with `expected`
       in 1..65536: the fewest members that own keys, see "Quorum" (default 1).
+    * `:lease` - `nil` (default, off) or ms, an integer in 100..4294967295: only
+      this node and the members whose server answered a heartbeat sent less than
+      that many ms ago (one goes to each member every lease / 3) count toward
+      `:quorum`, so a side cut off silently owns no key within the lease, before
+      any `:nodedown`. See docs/CLUSTER.md, "Silent partitions and the lease".
 
   Options are validated when the server starts (and by `child_spec/1`); a bad
   option raises `ArgumentError` with a bounded message.
