@@ -110,6 +110,8 @@ sh = fn cmd, args ->
   end
 end
 
+note = if (n = System.get_env("NOTE")) not in [nil, ""], do: "\n# note: #{n}", else: ""
+
 dirty =
   if sh.("git", ["status", "--porcelain", "--untracked-files=no"]) == "", do: "", else: " (dirty)"
 
