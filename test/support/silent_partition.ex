@@ -10,8 +10,9 @@ defmodule HRW.SilentPartition do
   #
   # This VM is not part of their distribution: it drives the peers over :peer's
   # TCP control connection (`call/5`), so it is never a member of their clusters
-  # and never bridges a cut. Shared by the cluster tests, the bench
-  # (bench/silent_partition.exs) and the example's tests; ExUnit is not needed.
+  # and never bridges a cut. Used by test/hrw/cluster_lease_test.exs and
+  # bench/silent_partition.exs, and free of ExUnit so that other suites (the
+  # example's) and scripts can load it too.
 
   alias HRW.SilentPartition.Relay
 
