@@ -40,6 +40,7 @@ defmodule HRW.Cluster do
           | {:callback_timeout, pos_integer()}
           | {:overrides, %{optional(term()) => node() | [node()]}}
           | {:quorum, pos_integer() | {:majority, pos_integer()}}
+          | {:lease, pos_integer() | nil}
 
   @typedoc "Options of the lookups: which generation to answer for (default `back: 0`)."
   @type lookup_option :: {:back, non_neg_integer()}

@@ -11,6 +11,8 @@ defmodule HRW.Cluster.Options do
   @max_ms 4_294_967_295
   @max_depth 64
   @max_quorum 65_536
+  # A lease shorter than this would lapse on a busy scheduler's delays alone.
+  @min_lease 100
   @prefix "HRW.Cluster:"
   # The VM's limit on an atom's length (in code points), less the prefix's.
   @max_name 255 - length(String.to_charlist(@prefix))
@@ -28,7 +30,8 @@ defmodule HRW.Cluster.Options do
     :poll_interval,
     :callback_timeout,
     :overrides,
-    :quorum
+    :quorum,
+    :lease
   ]
 
   @doc """
@@ -57,6 +60,7 @@ defmodule HRW.Cluster.Options do
       deny: filter!(opts, :deny),
       weight_fn: weight_fn!(Keyword.get(opts, :weight_fn)),
       quorum: quorum!(Keyword.get(opts, :quorum, 1)),
+      lease: lease!(Keyword.get(opts, :lease)),
       overrides_option: HRW.Overrides.new!(Keyword.get(opts, :overrides), "HRW.Cluster", true)
     }
   end
@@ -152,6 +156,16 @@ defmodule HRW.Cluster.Options do
     raise ArgumentError,
           "HRW.Cluster :quorum must be an integer in 1..#{@max_quorum} or " <>
             "{:majority, expected} with expected in 1..#{@max_quorum}, got: #{HRW.brief(other)}"
+  end
+
+  # Off (nil), or the ms within which a member must have answered to count.
+  defp lease!(nil), do: nil
+  defp lease!(ms) when is_integer(ms) and ms in @min_lease..@max_ms, do: ms
+
+  defp lease!(other) do
+    raise ArgumentError,
+          "HRW.Cluster :lease must be nil (off) or an integer in #{@min_lease}..#{@max_ms} " <>
+            "(milliseconds), got: #{HRW.brief(other)}"
   end
 
   defp weight_fn!(fun), do: HRW.Options.function!(fun, "HRW.Cluster :weight_fn")

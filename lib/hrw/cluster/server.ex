@@ -8,8 +8,9 @@ defmodule HRW.Cluster.Server do
 
   import HRW.Cluster.Evaluation, only: [result_message: 2, timeout_message: 1]
 
-  alias HRW.Cluster.Evaluation
+  alias HRW.Cluster.{Evaluation, Lease, Subscribers}
 
+  require Lease
   require Logger
 
   @default_poll 1000
@@ -86,7 +87,10 @@ defmodule HRW.Cluster.Server do
         dirty: false,
         failures: 0,
         subscribers: %{},
-        snapshot: nil
+        snapshot: nil,
+        # What the spec builds, kept while no quorum holds: a lease gives it back.
+        built: nil,
+        lease: Lease.new(config.lease, HRW.Cluster.Options.server_name(config.name))
       })
 
     {state, previous?} = take_over(state)
@@ -122,8 +126,9 @@ defmodule HRW.Cluster.Server do
         # was started with another :overrides option.
         {_structure, _build_opts, overrides, _entries} = spec
         overrides = if option == state.overrides_option, do: overrides, else: state.overrides
-        # Another quorum: no spec to compare, so the first evaluation publishes.
-        spec = if quorum == state.quorum, do: spec, else: nil
+        # Another quorum, or a lease (which has heard no member yet and needs the
+        # structure built): no spec to compare, so the first evaluation publishes.
+        spec = if quorum == state.quorum and state.lease == nil, do: spec, else: nil
         state = %{state | generation: generation, history: resized, spec: spec}
         {%{state | snapshot: snapshot, overrides: overrides}, true}
 
@@ -166,22 +171,12 @@ defmodule HRW.Cluster.Server do
   def handle_call({:subscribe, pid}, from, state),
     do: handle_call({:subscribe, pid, :structures}, from, state)
 
-  def handle_call({:subscribe, pid, format}, _from, state) do
-    case Enum.find(state.subscribers, fn {_ref, {p, _format}} -> p == pid end) do
-      {ref, _} ->
-        {:reply, :ok, put_in(state.subscribers[ref], {pid, format})}
+  def handle_call({:subscribe, pid, format}, _from, state),
+    do:
+      {:reply, :ok, %{state | subscribers: Subscribers.subscribe(state.subscribers, pid, format)}}
 
-      nil ->
-        ref = Process.monitor(pid)
-        {:reply, :ok, put_in(state.subscribers[ref], {pid, format})}
-    end
-  end
-
-  def handle_call({:unsubscribe, pid}, _from, state) do
-    {gone, kept} = Enum.split_with(state.subscribers, fn {_ref, {p, _}} -> p == pid end)
-    Enum.each(gone, fn {ref, _} -> Process.demonitor(ref, [:flush]) end)
-    {:reply, :ok, %{state | subscribers: Map.new(kept)}}
-  end
+  def handle_call({:unsubscribe, pid}, _from, state),
+    do: {:reply, :ok, %{state | subscribers: Subscribers.unsubscribe(state.subscribers, pid)}}
 
   def handle_call({:put_overrides, overrides}, _from, state) do
     # A running evaluation was given the old overrides: its result will be dropped
@@ -265,6 +260,12 @@ defmodule HRW.Cluster.Server do
   def handle_info({:DOWN, mref, :process, _pid, reason}, %{eval: %{mref: mref} = eval} = state) do
     _ = Process.cancel_timer(eval.timer)
     {:noreply, evaluated(%{state | eval: nil}, {:error, Evaluation.exited(@members, reason)})}
+  end
+
+  # Heartbeats (answered with or without a lease), answers, and the lease's timers.
+  def handle_info(Lease.message() = message, state) do
+    {lease, check?} = Lease.handle(message, state.lease)
+    {:noreply, leased(%{state | lease: lease}, check?)}
   end
 
   # A result or a timeout of an evaluation that has already been settled.
@@ -363,22 +364,23 @@ defmodule HRW.Cluster.Server do
   end
 
   # Publishes what `spec` built (`structure`): lookups answer from it when its
-  # members reach the quorum, else from `nil`.
+  # members reach the quorum (with a lease: those heard from lately), else from `nil`.
   defp publish(state, spec, structure) do
     entries = members_of(spec)
-    quorum? = length(entries) >= state.quorum
-    structure = if quorum?, do: structure, else: nil
+    members = Enum.map(entries, &node_of/1)
+    {quorum?, lease} = Lease.check(state.lease, members, state.quorum)
+    state = %{state | built: structure, lease: lease}
 
     snapshot = %HRW.Cluster.Snapshot{
       name: state.name,
       generation: state.generation + 1,
       fingerprint: HRW.Cluster.Fingerprint.of(entries, weighted: state.weight_fn != nil),
-      members: Enum.map(entries, &node_of/1),
+      members: members,
       quorum?: quorum?,
       structure: nil
     }
 
-    publish(state, spec, structure, snapshot)
+    publish(state, spec, if(quorum?, do: structure), snapshot)
   end
 
   # Still no structure, and the same members (only the overrides or options
@@ -403,40 +405,23 @@ defmodule HRW.Cluster.Server do
       {@tag, generation, history, {spec, state.overrides_option, state.quorum}, snapshot}
     )
 
-    notify(state, old, structure, snapshot)
+    previous = state.snapshot && %{state.snapshot | structure: old}
+
+    Subscribers.notify(state.subscribers, state.name, previous, %{snapshot | structure: structure})
+
     %{state | generation: generation, history: history, spec: spec, snapshot: snapshot}
   end
 
-  defp notify(%{subscribers: subscribers}, _old, _new, _snapshot) when subscribers == %{},
-    do: :ok
-
-  defp notify(state, old, new, snapshot) do
-    structures = {:hrw_cluster_changed, state.name, old, new}
-
-    old_snapshot =
-      case state.snapshot do
-        nil -> empty_snapshot(state.name)
-        previous -> %{previous | structure: old}
-      end
-
-    snapshots = {:hrw_cluster_snapshot, state.name, old_snapshot, %{snapshot | structure: new}}
-
-    Enum.each(state.subscribers, fn
-      {_ref, {pid, :structures}} -> send(pid, structures)
-      {_ref, {pid, :snapshots}} -> send(pid, snapshots)
-    end)
+  # A lease's quorum lapsed or came back, the members unchanged: published like a
+  # change (the lapse timer re-armed either way).
+  defp leased(%{spec: spec, snapshot: %{quorum?: held}} = state, true) when spec != nil do
+    case Lease.check(state.lease, state.lease.nodes, state.quorum) do
+      {^held, lease} -> %{state | lease: lease}
+      _changed -> publish(state, spec, state.built)
+    end
   end
 
-  defp empty_snapshot(name) do
-    %HRW.Cluster.Snapshot{
-      name: name,
-      generation: 0,
-      fingerprint: HRW.Cluster.Fingerprint.of([]),
-      members: [],
-      quorum?: false,
-      structure: nil
-    }
-  end
+  defp leased(state, _check?), do: state
 
   defp node_of({node, _weight}), do: node
   defp node_of(node), do: node

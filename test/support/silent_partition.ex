@@ -1,0 +1,274 @@
+defmodule HRW.SilentPartition do
+  @moduledoc false
+  # :peer nodes whose links can go silent: packets between two groups stop, the
+  # TCP connections stay open (no FIN, no RST), so no `:nodedown` fires until
+  # `net_ticktime` notices. No root, no host rule: every distribution connection
+  # between two peers runs through a userland relay in this VM
+  # (`HRW.SilentPartition.Relay`), which forwards bytes until told to cut a pair,
+  # and then reads and forwards nothing of that pair until it is healed. The
+  # peers find each other through `HRW.SilentPartition.Epmd` (no epmd).
+  #
+  # This VM is not part of their distribution: it drives the peers over :peer's
+  # TCP control connection (`call/5`), so it is never a member of their clusters
+  # and never bridges a cut. Used by test/hrw/cluster_lease_test.exs and
+  # bench/silent_partition.exs, and free of ExUnit so that other suites (the
+  # example's) and scripts can load it too.
+
+  alias HRW.SilentPartition.Relay
+
+  defstruct [:relay, :nodes, :peers]
+
+  @type t :: %__MODULE__{relay: pid(), nodes: [node()], peers: %{node() => pid()}}
+
+  @doc """
+  Starts `count` peers on 127.0.0.1, every pair connected through the relay.
+  Options: `:prefix` (an atom in the node names), `:net_ticktime` (seconds,
+  default 60: OTP's), `:logger_level` (the peers', default `:error`) and `:args`
+  (more command-line arguments, charlists).
+  """
+  def start(count, opts \\ []) when is_integer(count) and count >= 2 do
+    prefix = Keyword.get(opts, :prefix, :silent)
+    tag = "#{System.pid()}_#{System.unique_integer([:positive])}"
+    names = for i <- 1..count, do: :"#{prefix}_#{i}_#{tag}"
+    nodes = Enum.map(names, &:"#{&1}@127.0.0.1")
+    {:ok, relay} = Relay.start_link(nodes)
+
+    peers =
+      Map.new(Enum.zip(names, nodes), fn {name, node} ->
+        {node, start_peer(relay, name, node, nodes, opts)}
+      end)
+
+    harness = %__MODULE__{relay: relay, nodes: nodes, peers: peers}
+
+    for {a, i} <- Enum.with_index(nodes), b <- Enum.drop(nodes, i + 1) do
+      true = call(harness, a, :net_kernel, :connect_node, [b])
+    end
+
+    # Connections are set up asynchronously on the other side too: wait for a mesh.
+    await(fn ->
+      Enum.all?(nodes, &(Enum.sort(call(harness, &1, Node, :list, [])) == nodes -- [&1]))
+    end)
+
+    harness
+  end
+
+  defp start_peer(relay, name, node, nodes, opts) do
+    routes =
+      for other <- nodes, other != node do
+        [other_name, _host] = other |> Atom.to_string() |> String.split("@")
+
+        [
+          ~c"-hrw_silent_route",
+          String.to_charlist(other_name),
+          ~c"#{Relay.port(relay, node, other)}"
+        ]
+      end
+
+    args =
+      [
+        ~c"-epmd_module",
+        ~c"Elixir.HRW.SilentPartition.Epmd",
+        ~c"-start_epmd",
+        ~c"false",
+        ~c"-kernel",
+        ~c"net_ticktime",
+        ~c"#{Keyword.get(opts, :net_ticktime, 60)}",
+        ~c"-kernel",
+        ~c"logger_level",
+        ~c"#{Keyword.get(opts, :logger_level, :error)}"
+      ] ++
+        Enum.concat(routes) ++
+        Keyword.get(opts, :args, []) ++ Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
+
+    {:ok, peer, ^node} =
+      :peer.start(%{
+        name: name,
+        host: ~c"127.0.0.1",
+        longnames: true,
+        connection: {{127, 0, 0, 1}, 0},
+        wait_boot: HRW.TestTimeouts.ms(120_000),
+        args: args
+      })
+
+    :ok = Relay.target(relay, node, :peer.call(peer, HRW.SilentPartition.Epmd, :listen_port, []))
+    peer
+  end
+
+  @doc "Calls `m.f(a)` on `node` over :peer's control connection (not through the relay)."
+  def call(%__MODULE__{peers: peers}, node, m, f, a, timeout \\ 60_000),
+    do: :peer.call(Map.fetch!(peers, node), m, f, a, timeout)
+
+  @doc """
+  Silences every link between a node of `left` and a node of `right`, both ways:
+  from now on the relay forwards nothing on them (bytes already read are held).
+  Returns the wall-clock time of the cut (`System.os_time(:microsecond)`, the
+  same clock on every VM of this host).
+  """
+  def cut(%__MODULE__{relay: relay}, left, right), do: Relay.cut(relay, pairs(left, right))
+
+  @doc "Lets every link between `left` and `right` carry bytes again (held bytes first)."
+  def heal(%__MODULE__{relay: relay}, left, right), do: Relay.heal(relay, pairs(left, right))
+
+  defp pairs(left, right), do: for(a <- left, b <- right, a != b, do: Relay.pair(a, b))
+
+  @doc "Stops the peers and the relay."
+  def stop(%__MODULE__{relay: relay, peers: peers}) do
+    Enum.each(peers, fn {_node, peer} ->
+      try do
+        :peer.stop(peer)
+      catch
+        :exit, _ -> :ok
+      end
+    end)
+
+    Relay.stop(relay)
+  end
+
+  @doc "Polls `check` every 10 ms until it returns true; raises after `timeout` ms."
+  def await(check, timeout \\ 60_000, what \\ "a condition") do
+    deadline = System.monotonic_time(:millisecond) + timeout
+    poll(check, deadline, what)
+  end
+
+  defp poll(check, deadline, what) do
+    cond do
+      check.() ->
+        :ok
+
+      System.monotonic_time(:millisecond) > deadline ->
+        raise "timed out waiting for #{what}"
+
+      true ->
+        Process.sleep(10)
+        poll(check, deadline, what)
+    end
+  end
+end
+
+defmodule HRW.SilentPartition.Relay do
+  @moduledoc false
+  # Forwards each peer-to-peer distribution connection of an `HRW.SilentPartition`:
+  # one listening port per ordered pair of peers (the route the dialling peer is
+  # given for the other), two pump processes per connection, one per direction. A
+  # pump reads a chunk, then waits while its pair is cut, then writes it on: a cut
+  # pair moves no byte and no close either way (a close seen while cut is passed
+  # on only after the heal), as when packets are dropped on the wire.
+
+  use GenServer
+
+  @doc "Starts a relay for `nodes`, listening on one loopback port per ordered pair."
+  def start_link(nodes), do: GenServer.start_link(__MODULE__, nodes)
+
+  @doc "The relay port `from` dials to reach `to`."
+  def port(relay, from, to), do: GenServer.call(relay, {:port, from, to})
+
+  @doc "Records the port `node`'s distribution listens on."
+  def target(relay, node, port), do: GenServer.call(relay, {:target, node, port})
+
+  @doc "The unordered pair of two nodes, as the cut table keys it."
+  def pair(a, b), do: if(a < b, do: {a, b}, else: {b, a})
+
+  def cut(relay, pairs), do: GenServer.call(relay, {:cut, pairs})
+  def heal(relay, pairs), do: GenServer.call(relay, {:heal, pairs})
+
+  def stop(relay) do
+    GenServer.stop(relay)
+  catch
+    # Gone with the process it was linked to (the end of a setup_all).
+    :exit, _ -> :ok
+  end
+
+  @impl GenServer
+  def init(nodes) do
+    Process.flag(:trap_exit, true)
+    cuts = :ets.new(__MODULE__, [:public, read_concurrency: true])
+    relay = self()
+
+    ports =
+      for from <- nodes, to <- nodes, from != to, into: %{} do
+        opts = [:binary, active: false, ip: {127, 0, 0, 1}, reuseaddr: true, nodelay: true]
+        {:ok, listen} = :gen_tcp.listen(0, opts)
+        {:ok, port} = :inet.port(listen)
+        spawn_link(fn -> accept(relay, listen, to, pair(from, to), cuts) end)
+        {{from, to}, port}
+      end
+
+    {:ok, %{ports: ports, targets: %{}, cuts: cuts}}
+  end
+
+  @impl GenServer
+  def handle_call({:port, from, to}, _from, state),
+    do: {:reply, Map.fetch!(state.ports, {from, to}), state}
+
+  def handle_call({:target, node, port}, _from, state),
+    do: {:reply, :ok, put_in(state.targets[node], port)}
+
+  def handle_call({:lookup, node}, _from, state),
+    do: {:reply, Map.get(state.targets, node), state}
+
+  def handle_call({:cut, pairs}, _from, state) do
+    :ets.insert(state.cuts, Enum.map(pairs, &{&1}))
+    {:reply, System.os_time(:microsecond), state}
+  end
+
+  def handle_call({:heal, pairs}, _from, state) do
+    Enum.each(pairs, &:ets.delete(state.cuts, &1))
+    {:reply, System.os_time(:microsecond), state}
+  end
+
+  @impl GenServer
+  def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
+
+  # Runs for the relay's life (its listening socket closes with it): each accepted
+  # connection is joined to `to`'s listener. Both sockets belong to this process,
+  # so they close with it.
+  defp accept(relay, listen, to, pair, cuts) do
+    with {:ok, inbound} <- :gen_tcp.accept(listen) do
+      with port when is_integer(port) <- GenServer.call(relay, {:lookup, to}),
+           {:ok, outbound} <-
+             :gen_tcp.connect({127, 0, 0, 1}, port, [:binary, active: false, nodelay: true]) do
+        spawn_link(fn -> pump(inbound, outbound, pair, cuts) end)
+        spawn_link(fn -> pump(outbound, inbound, pair, cuts) end)
+      else
+        _ -> :gen_tcp.close(inbound)
+      end
+
+      accept(relay, listen, to, pair, cuts)
+    end
+  end
+
+  defp pump(from, to, pair, cuts) do
+    case :gen_tcp.recv(from, 0) do
+      {:ok, data} ->
+        open(pair, cuts)
+
+        case :gen_tcp.send(to, data) do
+          :ok -> pump(from, to, pair, cuts)
+          {:error, _} -> close(from, to)
+        end
+
+      {:error, _closed} ->
+        open(pair, cuts)
+        close(from, to)
+    end
+  end
+
+  defp open(pair, cuts) do
+    if cut?(pair, cuts) do
+      Process.sleep(2)
+      open(pair, cuts)
+    end
+  end
+
+  # The table goes with the relay: then nothing is cut any more.
+  defp cut?(pair, cuts) do
+    :ets.member(cuts, pair)
+  rescue
+    ArgumentError -> false
+  end
+
+  defp close(a, b) do
+    :gen_tcp.close(a)
+    :gen_tcp.close(b)
+  end
+end
