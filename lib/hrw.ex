@@ -108,19 +108,14 @@ defmodule HRW do
   @spec owner(term(), nodes() | HRW.Ring.t() | HRW.Skeleton.t(), keyword()) :: term()
   def owner(key, nodes, opts \\ [])
 
-  # The common calls, with no options, skip option parsing.
+  # The common calls, with no options, skip option parsing. Any map goes to
+  # `HRW.Prepared.owner/2`, which picks a ring's or skeleton's NIF (or refuses it).
   def owner(key, nodes, []) when is_list(nodes), do: Native.list_owner(key, nodes, false)
-  # A ring or skeleton with a live resource and no overrides: its fields are
-  # matched here, once, and `HRW.Prepared.lookup/5` picks its NIF.
-  def owner(key, %kind{resource: r, nodes: nodes, overrides: nil} = target, [])
-      when is_reference(r) and (kind == HRW.Ring or kind == HRW.Skeleton),
-      do: Prepared.lookup(kind, r, nodes, target, key)
-
-  def owner(key, target, []) when is_prepared(target), do: Prepared.owner(target, key)
+  def owner(key, target, []) when is_map(target), do: Prepared.owner(key, target)
 
   def owner(key, target, opts) when is_prepared(target) do
     _ = Options.scorer!(opts, "HRW.owner/3")
-    Prepared.owner(target, key)
+    Prepared.owner(key, target)
   end
 
   def owner(key, nodes, opts) when is_list(nodes) do
@@ -158,7 +153,7 @@ defmodule HRW do
 
   def owners(key, target, count, opts) when is_prepared(target) do
     _ = Options.scorer!(opts, "HRW.owners/4")
-    Prepared.owners(target, key, Options.count!(count))
+    Prepared.owners(key, target, Options.count!(count))
   end
 
   def owners(key, nodes, count, opts) when is_list(nodes) do
@@ -292,7 +287,8 @@ defmodule HRW do
       true
   """
   @spec moves([term()], target(), target(), keyword()) :: [{term(), term(), term()}]
-  def moves(keys, before, later, opts \\ []), do: HRW.Batch.moves(keys, before, later, opts)
+  def moves(keys, before, later, opts \\ []),
+    do: HRW.Batch.moves(keys, before, later, opts, "HRW.moves/4")
 
   @doc """
   The fraction of `keys` whose owner differs between `before` and `later`: a sample
@@ -311,7 +307,7 @@ defmodule HRW do
   """
   @spec moved_fraction([term()], target(), target(), keyword()) :: float()
   def moved_fraction(keys, before, later, opts \\ []) do
-    case moves(keys, before, later, opts) do
+    case HRW.Batch.moves(keys, before, later, opts, "HRW.moved_fraction/4") do
       [] -> 0.0
       moved -> length(moved) / length(keys)
     end

@@ -5,12 +5,13 @@ defmodule HRW.Batch do
   # cost.rs) move to a dirty CPU scheduler, where large batches (PARALLEL_MIN_KEYS in
   # native/hrw_nif/src/batch.rs) are split over a rayon pool of one thread fewer
   # than there are dirty CPU schedulers online: the batch leaves a core to the
-  # normal schedulers (on a 2-core machine, no split). Stale structures are rebuilt
-  # in `HRW.Native`; the targets the NIFs take are `HRW.Prepared`'s.
+  # normal schedulers (on a 2-core machine, no split). Which NIF call a target
+  # takes, and the rebuild of a stale structure, are `HRW.Prepared`'s; this module
+  # checks the inputs and patches overrides in.
 
   import HRW.Prepared, only: [is_prepared: 1]
 
-  alias HRW.{Native, Options, Overrides, Prepared}
+  alias HRW.{Options, Overrides, Prepared}
 
   @spec owners([term()], HRW.target(), keyword()) :: [term()]
   def owners(keys, target, opts) do
@@ -29,7 +30,7 @@ defmodule HRW.Batch do
 
     cond do
       elixir_scored?(target, opts, caller) ->
-        target = checked!(target)
+        target = Options.target!(target)
         keys |> Options.keys!(proper: true) |> Enum.group_by(&HRW.owner(&1, target, opts))
 
       Prepared.overrides(target) != nil ->
@@ -41,7 +42,7 @@ defmodule HRW.Batch do
           keys,
           groups,
           Prepared.overrides(target),
-          &Prepared.own_owner(target, &1)
+          &Prepared.own_owner(&1, target)
         )
 
       true ->
@@ -51,12 +52,12 @@ defmodule HRW.Batch do
 
   defp native_groups(keys, target, opts, caller) do
     [t] = native_targets(keys, [target], opts, caller)
-    Native.groups_of(keys, t, threads())
+    Prepared.groups_of(keys, t, threads())
   end
 
-  @spec moves([term()], HRW.target(), HRW.target(), keyword()) :: [{term(), term(), term()}]
-  def moves(keys, before, later, opts) do
-    caller = "HRW.moves/4"
+  @spec moves([term()], HRW.target(), HRW.target(), keyword(), String.t()) ::
+          [{term(), term(), term()}]
+  def moves(keys, before, later, opts, caller) do
     # Both evaluated, so both targets' options are checked.
     elixir? = Enum.map([before, later], &elixir_scored?(&1, opts, caller))
 
@@ -71,19 +72,19 @@ defmodule HRW.Batch do
       Overrides.moves(keys, from, to)
     else
       [a, b] = native_targets(keys, [before, later], opts, caller)
-      Native.moves_of(keys, a, b, threads())
+      Prepared.moves_of(keys, a, b, threads())
     end
   end
 
   # Scorers that run in Elixir have no native batch: one lookup per key.
   defp elixir_owners(keys, target, opts) do
-    target = checked!(target)
+    target = Options.target!(target)
     keys |> Options.keys!(proper: true) |> Enum.map(&HRW.owner(&1, target, opts))
   end
 
   defp native_owners(keys, target, opts, caller) do
     [t] = native_targets(keys, [target], opts, caller)
-    owners = Native.owners_of(keys, t, threads())
+    owners = Prepared.owners_of(keys, t, threads())
 
     case Prepared.overrides(target) do
       nil -> owners
@@ -98,8 +99,8 @@ defmodule HRW.Batch do
     end
   end
 
-  # The targets as `HRW.Native` takes them (which rebuilds stale structures), after
-  # checking the keys and every target.
+  # The targets as `HRW.Prepared`'s batches take them, after checking the keys and
+  # every target.
   defp native_targets(keys, targets, opts, caller) do
     _ = Options.keys!(keys)
     Enum.map(targets, &native_target(&1, opts, caller))
@@ -132,18 +133,15 @@ defmodule HRW.Batch do
   defp default_threads(online) when is_integer(online) and online > 1, do: online - 1
   defp default_threads(_online), do: 1
 
-  defp native_target(prepared, _opts, _caller) when is_prepared(prepared), do: prepared
+  defp native_target(target, opts, caller) do
+    case Options.target!(target) do
+      nodes when is_list(nodes) ->
+        Prepared.list_target(nodes, Options.scorer!(opts, caller) == :weighted)
 
-  defp native_target(nodes, opts, caller) when is_list(nodes) do
-    Prepared.list_target(Options.nodes!(nodes), Options.scorer!(opts, caller) == :weighted)
+      prepared ->
+        prepared
+    end
   end
-
-  defp native_target(other, _opts, _caller), do: raise(ArgumentError, Options.not_target(other))
-
-  # A target for the Elixir-scorer paths, checked as the native path checks it.
-  defp checked!(nodes) when is_list(nodes), do: Options.nodes!(nodes)
-  defp checked!(%HRW.Skeleton{} = skeleton), do: skeleton
-  defp checked!(other), do: raise(ArgumentError, Options.not_target(other))
 
   # Whether `target` is scored in Elixir (no native batch). Checks the options, for
   # every kind of target.

@@ -1,10 +1,10 @@
 defmodule HRW.Native do
   @moduledoc false
-  # The NIF stubs of native/hrw_nif, one line per NIF, and the stale-resource
-  # retries of replicas and batches. Only `HRW.Native` loads the library; the other
-  # modules call the functions below. Whether a target is looked up as a ring or a
-  # skeleton, and how batch targets are encoded for the NIFs, is decided in
-  # `HRW.Prepared` alone (`lookup/5`, `nif_target/1`).
+  # The NIF stubs of native/hrw_nif, one line per NIF, and `load_nif/0`: nothing
+  # else. Only `HRW.Native` loads the library; the other modules call the stubs.
+  # Which NIF a ring or a skeleton is looked up with, how batch targets are
+  # encoded, and what happens when a NIF raises `:hrw_stale_resource` (a ring or
+  # skeleton whose resource cannot be used in this VM) is `HRW.Prepared`'s alone.
   #
   # Every NIF `name` of the library (native/hrw_nif/src/nif.rs, `nif!`) comes as:
   #   * `name`: runs on the caller's scheduler within a work budget, and moves
@@ -12,19 +12,16 @@ defmodule HRW.Native do
   #     normal/dirty choice is made there, in Rust, once for every NIF);
   #   * `name_dirty`: the same on a dirty CPU scheduler from the start;
   #   * `name_probe`: the normal-scheduler version reporting `{outcome, charged,
-  #     counted}` instead of its result (test/hrw/budget_test.exs).
+  #     counted}` instead of its result (test/support/native_probe.ex,
+  #     test/hrw/budget_test.exs).
   #
-  # NIFs raise `ArgumentError` themselves for bad input. A ring or skeleton whose
-  # resource cannot be used in this VM (it came from another node, or from a binary
-  # whose resource was collected) makes the NIF raise `:hrw_stale_resource`: the
-  # wrappers below, and `HRW.Prepared.lookup/5`, rebuild the struct
-  # (`HRW.Prepared.rebuilt/1`, shared by the node's processes) and call once more.
+  # NIFs raise `ArgumentError` themselves for bad input.
   #
   # No fun in this module. Loading HRW.Native again (a hot upgrade, `r/1`) points
   # the funs of the loaded instance at the new one as soon as it is loaded, before
   # its on_load has replaced its stubs: a fun calling a stub would raise
   # `:nif_not_loaded` meanwhile, and any fun would dangle if that on_load failed
-  # (test/hrw/reload_test.exs).
+  # (test/hrw/reload_test.exs). Code that needs funs lives in the callers.
   #
   # Adding a NIF: one `nif!` line in native/hrw_nif/src, and its three stubs here.
 
@@ -155,77 +152,4 @@ defmodule HRW.Native do
 
   @doc false
   def dirty_runs, do: :erlang.nif_error(:nif_not_loaded)
-
-  # -- replicas on a prepared structure, rebuilt once when stale ---------------------
-
-  # `HRW.Prepared` matches the struct's fields and passes them with the struct,
-  # which is needed again only for a stale rebuild. (Single owners are looked up
-  # in `HRW.Prepared.lookup/5` itself: one call fewer on the hot path.)
-
-  @doc false
-  @spec ring_owners(reference(), tuple(), HRW.Ring.t(), term(), non_neg_integer()) :: [term()]
-  def ring_owners(resource, nodes, ring, key, count) do
-    pick(nodes, ring_owners(resource, key, count))
-  catch
-    :error, :hrw_stale_resource ->
-      %{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(ring)
-      pick(nodes, ring_owners(resource, key, count))
-  end
-
-  @doc false
-  @spec skeleton_owners(reference(), tuple(), HRW.Skeleton.t(), term(), non_neg_integer()) ::
-          [term()]
-  def skeleton_owners(resource, nodes, skeleton, key, count) do
-    pick(nodes, skeleton_owners(resource, key, count))
-  catch
-    :error, :hrw_stale_resource ->
-      %{nodes: nodes, resource: resource} = HRW.Prepared.rebuilt(skeleton)
-      pick(nodes, skeleton_owners(resource, key, count))
-  end
-
-  # Recursion, not a fun (see the module comment).
-  defp pick(nodes, [i | rest]), do: [elem(nodes, i) | pick(nodes, rest)]
-  defp pick(_nodes, []), do: []
-
-  # -- batches, on targets rebuilt once when stale ------------------------------------
-
-  @typedoc "A batch target: a prepared structure, or a node list and whether it is weighted."
-  @type target :: HRW.Ring.t() | HRW.Skeleton.t() | {:list, list(), boolean()}
-
-  @doc false
-  @spec owners_of([term()], target(), pos_integer()) :: [term()]
-  def owners_of(keys, target, threads) do
-    batch_owners(keys, HRW.Prepared.nif_target(target), threads)
-  catch
-    :error, :hrw_stale_resource -> batch_owners(keys, rebuilt_target(target), threads)
-  end
-
-  @doc false
-  @spec groups_of([term()], target(), pos_integer()) :: %{term() => [term()]}
-  def groups_of(keys, target, threads) do
-    batch_groups(keys, HRW.Prepared.nif_target(target), threads)
-  catch
-    :error, :hrw_stale_resource -> batch_groups(keys, rebuilt_target(target), threads)
-  end
-
-  @doc false
-  @spec moves_of([term()], target(), target(), pos_integer()) :: [{term(), term(), term()}]
-  def moves_of(keys, before, later, threads) do
-    batch_moves(keys, HRW.Prepared.nif_target(before), HRW.Prepared.nif_target(later), threads)
-  catch
-    :error, :hrw_stale_resource ->
-      batch_moves(keys, rebuilt_target(before), rebuilt_target(later), threads)
-  end
-
-  defp rebuilt_target(target), do: target |> HRW.Prepared.rebuilt() |> HRW.Prepared.nif_target()
-
-  # -- test builds ---------------------------------------------------------------------
-
-  @doc false
-  # Runs the normal-scheduler version of the NIF `name` on `args` and returns
-  # `{outcome, charged, counted}` (outcome `:ok`, `:needs_dirty`, `{:bad_arg, msg}`
-  # or `:stale_resource`), the work units it charged to its budget and those it
-  # counted (0 unless built for tests).
-  @spec probe(atom(), [term()]) :: {term(), non_neg_integer(), non_neg_integer()}
-  def probe(name, args), do: apply(__MODULE__, :"#{name}_probe", args)
 end

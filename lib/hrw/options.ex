@@ -1,11 +1,18 @@
 defmodule HRW.Options do
   @moduledoc false
   # The one home of "is this input valid?" for every public entry point (`HRW`,
-  # `HRW.Ring`, `HRW.Skeleton`, `HRW.Bounded`, `HRW.Cluster`, the batches): the
-  # keyword-list check of options, the `:scorer` option, integer ranges, functions,
-  # the skeleton's `:cluster_size` and `:fanout`, counts, node and key lists (the one
-  # proper-list check). Each check looks at values only: none builds a structure.
-  # Messages name the caller and show values through `HRW.brief/1`.
+  # `HRW.Ring`, `HRW.Skeleton`, `HRW.Bounded`, `HRW.Cluster` and its lookups,
+  # `HRW.Cluster.Fingerprint`, the batches): the keyword-list check of options, the
+  # `:scorer` option, integer ranges, functions, the skeleton's `:cluster_size` and
+  # `:fanout`, counts, lookup targets, node and key lists (the one proper-list
+  # check). Each check looks at values only: none builds a structure.
+  #
+  # One mistake, one message, whatever the entry point (test/hrw/inputs_test.exs
+  # walks them all): option messages name the caller (`"HRW.owner/3 got unknown
+  # options: [:x]"`), an option's value is `"<caller> <:key> must be <what it
+  # takes>, got: <value>"`, and values are shown through `HRW.brief/1`.
+
+  import HRW.Prepared, only: [is_prepared: 1]
 
   # The NIF takes counts up to 2^32 - 1; nobody has more nodes than that.
   @max_count 0xFFFF_FFFF
@@ -136,7 +143,19 @@ defmodule HRW.Options do
   def non_neg_number!(value, _caller, _key) when is_number(value) and value >= 0, do: value
 
   def non_neg_number!(value, caller, key) do
-    raise ArgumentError, "#{caller} requires #{inspect(key)} >= 0, got: #{HRW.brief(value)}"
+    raise ArgumentError,
+          "#{caller} #{inspect(key)} must be a non-negative number, got: #{HRW.brief(value)}"
+  end
+
+  @doc """
+  An integer `>= 0` for what `what` names (`"count"`, or a caller and its option),
+  or `ArgumentError`.
+  """
+  @spec non_neg_integer!(term(), String.t()) :: non_neg_integer()
+  def non_neg_integer!(value, _what) when is_integer(value) and value >= 0, do: value
+
+  def non_neg_integer!(value, what) do
+    raise ArgumentError, "#{what} must be a non-negative integer, got: #{HRW.brief(value)}"
   end
 
   @doc "`nil` or a function of arity 1, for the option that `what` names."
@@ -154,10 +173,7 @@ defmodule HRW.Options do
   @doc "A non-negative integer count, capped at what the NIF takes."
   @spec count!(term()) :: non_neg_integer()
   def count!(count) when is_integer(count) and count >= 0, do: min(count, @max_count)
-
-  def count!(count) do
-    raise ArgumentError, "count must be a non-negative integer, got: #{HRW.brief(count)}"
-  end
+  def count!(count), do: non_neg_integer!(count, "count")
 
   @doc "A non-empty proper list of nodes, or `ArgumentError`."
   @spec nodes!(term()) :: [term(), ...]
@@ -169,11 +185,8 @@ defmodule HRW.Options do
       else: raise(ArgumentError, "nodes must be a proper list, got an improper list")
   end
 
-  def nodes!(nodes), do: raise(ArgumentError, not_nodes(nodes))
-
-  @doc "The message for a target that is not a node list."
-  @spec not_nodes(term()) :: String.t()
-  def not_nodes(nodes), do: "expected nodes to be a non-empty list, got: #{HRW.brief(nodes)}"
+  def nodes!(nodes),
+    do: raise(ArgumentError, "nodes must be a non-empty list, got: #{HRW.brief(nodes)}")
 
   @doc """
   The message for a target that is neither a node list nor a prepared structure,
@@ -182,9 +195,25 @@ defmodule HRW.Options do
   """
   @spec not_target(term()) :: String.t()
   def not_target(other) do
-    "expected nodes to be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
+    "nodes must be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
       HRW.brief(other)
   end
+
+  @doc """
+  A lookup target, checked: a non-empty proper node list, or a whole ring or
+  skeleton; anything else raises with `not_target/1`.
+  """
+  @spec target!(term()) :: HRW.target()
+  def target!(nodes) when is_list(nodes), do: nodes!(nodes)
+  def target!(prepared) when is_prepared(prepared), do: prepared
+  def target!(other), do: raise(ArgumentError, not_target(other))
+
+  @doc """
+  The message for an argument that should be a `module` struct (the accessors of
+  `HRW.Ring` and `HRW.Skeleton`).
+  """
+  @spec not_struct(term(), module()) :: String.t()
+  def not_struct(other, module), do: "expected an #{inspect(module)}, got: #{HRW.brief(other)}"
 
   @doc "A list of keys; with `proper: true` also a proper one."
   @spec keys!(term(), keyword()) :: [term()]

@@ -1,21 +1,37 @@
 defmodule HRW.Prepared do
   @moduledoc false
-  # The one module that decides ring or skeleton: how each kind of prepared target,
-  # `HRW.Ring` and `HRW.Skeleton`, is looked up, singly (`owner/2`, `owners/3`) and
-  # in batches (`nif_target/1`: every target as the batch NIFs take it, node lists
-  # included, `list_target/2`), what its overrides and Elixir-scored form change,
-  # and how a stale one is rebuilt (`rebuilt/1`, through the node-wide
-  # `HRW.Prepared.Cache`). `HRW`, `HRW.Batch` and `HRW.Native` call it; the struct
-  # modules build and document.
+  # The one module that tells a ring from a skeleton, and the one home of the
+  # stale-resource rule on the Elixir side.
   #
-  # Both structs keep their distinct nodes beside a NIF resource, so a struct whose
-  # resource cannot be used here (it came from another BEAM node, or from a binary
-  # whose resource was collected) can be rebuilt from its own fields.
+  # Kinds: how each prepared target, `HRW.Ring` and `HRW.Skeleton`, is looked up
+  # singly (`owner/2`, `owners/3`) and in batches (`owners_of/3`, `groups_of/3`,
+  # `moves_of/4`, on `nif_target/1`'s encoding, node lists included), and what its
+  # overrides and Elixir-scored form change. `HRW` and `HRW.Batch` call it with a
+  # checked target; the struct modules build and document; `HRW.Native` holds the
+  # NIF stubs only.
+  #
+  # Stale resources. Both structs keep their distinct nodes beside a NIF resource,
+  # so a struct whose resource cannot be used in this VM (it came from another
+  # BEAM node, from a binary whose resource was collected, or its field holds
+  # anything but a live resource) can be rebuilt from its own fields. The rule:
+  #   * when: a NIF raises `:hrw_stale_resource` (native/hrw_nif/src/prepared.rs,
+  #     `resource`); every NIF call on a resource in lib/ is made in this module;
+  #   * how: `rebuilt/1` takes only a whole struct (`is_prepared/1`), builds its
+  #     resource from its fields once per node and fingerprint (`rebuild/1`,
+  #     through the node-wide `HRW.Prepared.Cache`) and refuses fields that do not
+  #     give the struct's fingerprint;
+  #   * retry once: `again/2` makes the same call on the rebuilt struct, outside
+  #     the catch (a rebuilt resource is live: no loop).
+  # Reloading `HRW.Native` keeps resources valid (native/hrw_nif/src/init.rs), so
+  # a reload is not a reason to rebuild.
 
-  alias HRW.{Compat, Native, Overrides}
+  alias HRW.{Compat, Native, Options, Overrides}
 
   @typedoc "A prepared structure."
   @type t :: HRW.Ring.t() | HRW.Skeleton.t()
+
+  @typedoc "A batch target: a prepared structure, or a checked node list (`list_target/2`)."
+  @type batch_target :: t() | {:list, list(), boolean()}
 
   @doc """
   True for a ring or a skeleton with every field of its struct (usable in
@@ -32,86 +48,83 @@ defmodule HRW.Prepared do
 
   # -- lookups ---------------------------------------------------------------------
 
+  # The lookups take their arguments in `HRW`'s order (key first), so that
+  # `HRW.owner/3`'s fast path passes them on unmoved (swapping them on the way made
+  # a ring lookup a fifth slower, OTP 25, prod build), and `owner/2` reads every
+  # field a lookup needs in one match before it looks at the kind.
+
   @doc """
-  The owner of `key`. Without overrides a structure with a live resource goes to
-  `lookup/5`; an Elixir-scored skeleton is scored in Elixir, and a resource that is
-  not a reference is rebuilt. (`HRW.owner/3` calls this, or `lookup/5` directly.)
+  The owner of `key` in `target`, any term: a ring or skeleton without overrides
+  goes straight to its NIF (the fast path of `HRW.owner/3`, which matches no field
+  itself), an Elixir-scored skeleton is scored in Elixir, and anything that is no
+  whole ring or skeleton gets `HRW.Options.not_target/1`'s `ArgumentError`.
   """
-  @spec owner(t(), term()) :: term()
-  def owner(%kind{resource: r, nodes: nodes, overrides: nil} = prepared, key)
-      when is_reference(r),
-      do: lookup(kind, r, nodes, prepared, key)
+  @spec owner(term(), term()) :: term()
+  def owner(key, %{__struct__: kind, resource: r, nodes: nodes, overrides: nil} = target),
+    do: lookup(key, target, kind, nodes, r)
 
-  def owner(%HRW.Skeleton{resource: nil, scorer: scorer, overrides: nil} = skeleton, key),
-    do: Compat.owner(key, Tuple.to_list(skeleton.nodes), scorer)
-
-  # Anything else in the resource field that the NIF cannot use is rebuilt there.
-  def owner(%HRW.Skeleton{overrides: nil} = skeleton, key), do: stale_owner(skeleton, key)
-  def owner(%HRW.Ring{overrides: nil} = ring, key), do: stale_owner(ring, key)
-
-  def owner(%{overrides: overrides} = prepared, key) do
-    case Overrides.owner(overrides, key) do
+  def owner(key, prepared) when is_prepared(prepared) do
+    case Overrides.owner(prepared.overrides, key) do
       {:ok, node} -> node
-      :error -> owner(%{prepared | overrides: nil}, key)
+      :error -> owner(key, %{prepared | overrides: nil})
     end
   end
 
-  @doc """
-  The owner of `key` in the prepared structure of module `kind` (`HRW.Ring` or
-  `HRW.Skeleton`) whose fields `resource` and `nodes` the caller matched: the NIF
-  lookup, and on a stale resource (`:hrw_stale_resource`) one more on the rebuilt
-  structure. The one place that picks a structure's NIF; `owner/2` and the fast
-  path of `HRW.owner/3` call it.
-  """
-  @spec lookup(module(), reference(), tuple(), t(), term()) :: term()
-  def lookup(HRW.Skeleton, r, nodes, skeleton, key) do
-    elem(nodes, Native.skeleton_owner(r, key))
-  catch
-    :error, :hrw_stale_resource -> stale_owner(skeleton, key)
-  end
+  def owner(_key, other), do: raise(ArgumentError, Options.not_target(other))
 
-  def lookup(HRW.Ring, r, nodes, ring, key) do
+  # The owner of `key` in `target`, of struct `kind`, without overrides, whose
+  # nodes and resource `owner/2` read: the one place that picks a lookup's NIF.
+  defp lookup(key, ring, HRW.Ring, nodes, r) do
     elem(nodes, Native.ring_owner(r, key))
   catch
-    :error, :hrw_stale_resource -> stale_owner(ring, key)
+    :error, :hrw_stale_resource -> again(&ring_owner(&1, key), [ring])
   end
 
-  # The owner of `key` in the rebuilt structure (once: a rebuilt resource is live).
-  # Only a whole struct can be rebuilt: `HRW.owner/3`'s fast path matches just the
-  # fields it reads, so a map naming the struct but lacking one ends here.
-  defp stale_owner(prepared, _key) when not is_prepared(prepared),
-    do: raise(ArgumentError, HRW.Options.not_target(prepared))
+  defp lookup(key, skeleton, HRW.Skeleton, nodes, nil) when is_prepared(skeleton),
+    do: Compat.owner(key, Tuple.to_list(nodes), skeleton.scorer)
 
-  defp stale_owner(%HRW.Skeleton{} = skeleton, key) do
-    %{nodes: nodes, resource: r} = rebuilt(skeleton)
+  defp lookup(key, skeleton, HRW.Skeleton, nodes, r) do
     elem(nodes, Native.skeleton_owner(r, key))
+  catch
+    :error, :hrw_stale_resource -> again(&skeleton_owner(&1, key), [skeleton])
   end
 
-  defp stale_owner(%HRW.Ring{} = ring, key) do
-    %{nodes: nodes, resource: r} = rebuilt(ring)
-    elem(nodes, Native.ring_owner(r, key))
-  end
+  defp lookup(_key, other, _kind, _nodes, _r),
+    do: raise(ArgumentError, Options.not_target(other))
+
+  defp ring_owner(%{resource: r, nodes: nodes}, key), do: elem(nodes, Native.ring_owner(r, key))
+
+  defp skeleton_owner(%{resource: r, nodes: nodes}, key),
+    do: elem(nodes, Native.skeleton_owner(r, key))
 
   @doc "The best `count` owners of `key` (a checked count), overrides first."
-  @spec owners(t(), term(), non_neg_integer()) :: [term()]
-  def owners(%{overrides: nil} = prepared, key, count), do: own_owners(prepared, key, count)
+  @spec owners(term(), t(), non_neg_integer()) :: [term()]
+  def owners(key, %{overrides: nil} = prepared, count), do: own_owners(prepared, key, count)
 
-  def owners(%{overrides: overrides} = prepared, key, count) do
+  def owners(key, %{overrides: overrides} = prepared, count) do
     Overrides.owners(overrides, key, count, &own_owners(prepared, key, &1))
   end
-
-  defp own_owners(%HRW.Ring{resource: r, nodes: nodes} = ring, key, count),
-    do: Native.ring_owners(r, nodes, ring, key, count)
 
   defp own_owners(%HRW.Skeleton{resource: nil, scorer: scorer} = skeleton, key, count),
     do: Compat.owners(key, Tuple.to_list(skeleton.nodes), count, scorer)
 
-  defp own_owners(%HRW.Skeleton{resource: r, nodes: nodes} = skeleton, key, count),
-    do: Native.skeleton_owners(r, nodes, skeleton, key, count)
+  defp own_owners(prepared, key, count) do
+    native_owners(prepared, key, count)
+  catch
+    :error, :hrw_stale_resource -> again(&native_owners(&1, key, count), [prepared])
+  end
+
+  defp native_owners(%HRW.Ring{resource: r, nodes: nodes}, key, count),
+    do: pick(nodes, Native.ring_owners(r, key, count))
+
+  defp native_owners(%HRW.Skeleton{resource: r, nodes: nodes}, key, count),
+    do: pick(nodes, Native.skeleton_owners(r, key, count))
+
+  defp pick(nodes, indices), do: for(i <- indices, do: elem(nodes, i))
 
   @doc "The structure's own owner of `key`, its overrides ignored."
-  @spec own_owner(t(), term()) :: term()
-  def own_owner(prepared, key), do: owner(%{prepared | overrides: nil}, key)
+  @spec own_owner(term(), t()) :: term()
+  def own_owner(key, prepared), do: owner(key, %{prepared | overrides: nil})
 
   @doc "The normalized overrides of a target (`nil` for none, and for node lists)."
   @spec overrides(term()) :: Overrides.t() | nil
@@ -124,11 +137,44 @@ defmodule HRW.Prepared do
   def elixir_scored?(%HRW.Skeleton{resource: nil}), do: true
   def elixir_scored?(prepared) when is_prepared(prepared), do: false
 
+  # -- batches -----------------------------------------------------------------------
+
+  @doc "The owners of `keys` (a checked list) in one batch NIF call, in key order."
+  @spec owners_of([term()], batch_target(), pos_integer()) :: [term()]
+  def owners_of(keys, target, threads) do
+    Native.batch_owners(keys, nif_target(target), threads)
+  catch
+    :error, :hrw_stale_resource ->
+      again(&Native.batch_owners(keys, nif_target(&1), threads), [target])
+  end
+
+  @doc "`keys` grouped by owner in one batch NIF call."
+  @spec groups_of([term()], batch_target(), pos_integer()) :: %{term() => [term()]}
+  def groups_of(keys, target, threads) do
+    Native.batch_groups(keys, nif_target(target), threads)
+  catch
+    :error, :hrw_stale_resource ->
+      again(&Native.batch_groups(keys, nif_target(&1), threads), [target])
+  end
+
+  @doc "`{key, from, to}` for the keys whose owner differs, in one batch NIF call."
+  @spec moves_of([term()], batch_target(), batch_target(), pos_integer()) ::
+          [{term(), term(), term()}]
+  def moves_of(keys, before, later, threads) do
+    Native.batch_moves(keys, nif_target(before), nif_target(later), threads)
+  catch
+    :error, :hrw_stale_resource ->
+      again(
+        &Native.batch_moves(keys, nif_target(&1), nif_target(&2), threads),
+        [before, later]
+      )
+  end
+
   @doc """
   A batch target as the batch NIFs take it (native/hrw_nif/src/batch.rs, `target`):
   `{:ring | :skeleton, resource, nodes}`, or a `list_target/2` unchanged.
   """
-  @spec nif_target(t() | {:list, list(), boolean()}) :: tuple()
+  @spec nif_target(batch_target()) :: tuple()
   def nif_target(%HRW.Ring{resource: r, nodes: nodes}), do: {:ring, r, nodes}
   def nif_target(%HRW.Skeleton{resource: r, nodes: nodes}), do: {:skeleton, r, nodes}
   def nif_target({:list, _nodes, _weighted?} = list), do: list
@@ -139,21 +185,24 @@ defmodule HRW.Prepared do
 
   # -- stale structures --------------------------------------------------------------
 
-  @doc """
-  The struct with a resource usable in this VM: a stale structure's resource is
-  rebuilt once per node and fingerprint while `HRW.Prepared.Cache` keeps it (see
-  there); other targets are returned unchanged.
-  """
-  @spec rebuilt(target) :: target when target: term()
-  def rebuilt(%module{fingerprint: fingerprint} = prepared) when is_prepared(prepared) do
+  # The rule's last step: `fun` once more, on the rebuilt targets.
+  defp again(fun, targets), do: apply(fun, Enum.map(targets, &rebuilt/1))
+
+  # The struct with a resource usable in this VM, shared node-wide while
+  # `HRW.Prepared.Cache` keeps it; a node list is returned unchanged. Only a whole
+  # struct can be rebuilt: `owner/2` matches just the fields it reads, so a map
+  # naming the struct but lacking one ends here.
+  defp rebuilt(%module{fingerprint: fingerprint} = prepared) when is_prepared(prepared) do
     %{prepared | resource: HRW.Prepared.Cache.fetch({module, fingerprint}, prepared)}
   end
 
-  def rebuilt(other), do: other
+  defp rebuilt({:list, _nodes, _weighted?} = list), do: list
+  defp rebuilt(other), do: raise(ArgumentError, Options.not_target(other))
 
   @doc """
-  Builds the resource of `prepared` again from its fields: `{resource, nodes}`.
-  Raises when the fields do not give the struct's fingerprint (changed by hand).
+  Builds the resource of `prepared` again from its fields: `{resource, nodes}`
+  (`HRW.Prepared.Cache` calls it). Raises when the fields do not give the struct's
+  fingerprint (changed by hand).
   """
   @spec rebuild(t()) :: {reference(), non_neg_integer()}
   def rebuild(%module{fingerprint: fingerprint} = prepared) do

@@ -114,6 +114,7 @@ defmodule HRW.Ring do
   """
   @spec overrides(t()) :: %{optional(term()) => [term(), ...]}
   def overrides(%__MODULE__{overrides: overrides}), do: Overrides.to_map(overrides)
+  def overrides(other), do: raise(ArgumentError, Options.not_struct(other, __MODULE__))
 
   @doc """
   The ring's distinct nodes, in first-occurrence order (`{node, weight}` when weighted).
@@ -125,6 +126,7 @@ defmodule HRW.Ring do
   """
   @spec nodes(t()) :: [term()]
   def nodes(%__MODULE__{nodes: nodes, weights: weights}), do: Prepared.entries(nodes, weights)
+  def nodes(other), do: raise(ArgumentError, Options.not_struct(other, __MODULE__))
 
   @doc """
   The number of distinct nodes.
@@ -136,6 +138,7 @@ defmodule HRW.Ring do
   """
   @spec size(t()) :: pos_integer()
   def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
+  def size(other), do: raise(ArgumentError, Options.not_struct(other, __MODULE__))
 
   defimpl Inspect do
     def inspect(ring, _opts) do

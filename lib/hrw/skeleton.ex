@@ -95,6 +95,7 @@ defmodule HRW.Skeleton do
   """
   @spec nodes(t()) :: [term()]
   def nodes(%__MODULE__{nodes: nodes, weights: weights}), do: Prepared.entries(nodes, weights)
+  def nodes(other), do: raise(ArgumentError, Options.not_struct(other, __MODULE__))
 
   @doc """
   The skeleton's overrides (the `:overrides` option of `HRW.build/2`),
@@ -110,6 +111,7 @@ defmodule HRW.Skeleton do
   """
   @spec overrides(t()) :: %{optional(term()) => [term(), ...]}
   def overrides(%__MODULE__{overrides: overrides}), do: Overrides.to_map(overrides)
+  def overrides(other), do: raise(ArgumentError, Options.not_struct(other, __MODULE__))
 
   @doc """
   The number of distinct nodes.
@@ -121,6 +123,7 @@ defmodule HRW.Skeleton do
   """
   @spec size(t()) :: non_neg_integer()
   def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
+  def size(other), do: raise(ArgumentError, Options.not_struct(other, __MODULE__))
 
   defimpl Inspect do
     def inspect(skeleton, _opts) do

@@ -93,11 +93,11 @@ defmodule HRW.BoundedTest do
   test "bad input raises ArgumentError" do
     assert_raise ArgumentError, ~r/non-empty list/, fn -> HRW.Bounded.assignments(["a"], []) end
 
-    assert_raise ArgumentError, ~r/epsilon >= 0/, fn ->
+    assert_raise ArgumentError, ~r/:epsilon must be a non-negative number/, fn ->
       HRW.Bounded.assignments(["a"], ["x"], epsilon: -0.1)
     end
 
-    assert_raise ArgumentError, ~r/epsilon >= 0/, fn ->
+    assert_raise ArgumentError, ~r/:epsilon must be a non-negative number/, fn ->
       HRW.Bounded.assignments(["a"], ["x"], epsilon: :big)
     end
 
@@ -132,7 +132,7 @@ defmodule HRW.BoundedTest do
     assert HRW.Bounded.assignments(keys, nodes, epsilon: 0) == zero
 
     for bad <- [-1.0e-300, -5.0e-324, -1, -0.25] do
-      assert_raise ArgumentError, ~r/epsilon >= 0/, fn ->
+      assert_raise ArgumentError, ~r/:epsilon must be a non-negative number/, fn ->
         HRW.Bounded.assignments(keys, nodes, epsilon: bad)
       end
     end

@@ -13,7 +13,7 @@ defmodule HRW.BudgetTest do
   @moduletag :work_probes
   @moduletag skip: HRW.TestBuild.without_work_probes()
 
-  alias HRW.Native
+  alias HRW.NativeProbe
 
   # native/hrw_core/src/cost.rs, NORMAL_BUDGET.
   @budget 400_000
@@ -21,7 +21,7 @@ defmodule HRW.BudgetTest do
   # Runs the normal-scheduler NIF `name` on `args` and checks its tallies; returns
   # how it ended.
   defp probe(name, args) do
-    {outcome, charged, counted} = Native.probe(name, args)
+    {outcome, charged, counted} = NativeProbe.probe(name, args)
     label = "#{name} #{describe(args)}: #{inspect(outcome, limit: 3)}"
     assert charged <= @budget, "#{label} charged #{charged} > budget #{@budget}"
 
@@ -78,7 +78,7 @@ defmodule HRW.BudgetTest do
           {:ring_owner, [r.resource, "k"], 1_000},
           {:batch_owners, [names(100), HRW.Prepared.nif_target(s), 1], 100 * 16}
         ] do
-      {:ok, charged, counted} = Native.probe(name, args)
+      {:ok, charged, counted} = NativeProbe.probe(name, args)
       assert counted >= at_least and charged >= counted
     end
   end
@@ -232,7 +232,7 @@ defmodule HRW.BudgetTest do
     # Decided from the list's length (a capped walk of its cells), so the list is
     # decoded once, on the dirty scheduler, not also on the normal one first.
     for n <- [10_000, 100_000], {name, args} <- [skeleton_new: [false, 16], ring_new: [false]] do
-      {outcome, _charged, counted} = Native.probe(name, [names(n) | args])
+      {outcome, _charged, counted} = NativeProbe.probe(name, [names(n) | args])
       assert outcome == :needs_dirty
       # The walk of at most ~3,200 cells; decoding even 1,000 nodes counts more.
       assert counted < 20_000, "#{name} of #{n} nodes counted #{counted} units before giving up"
@@ -256,11 +256,11 @@ defmodule HRW.BudgetTest do
           batch_moves: [keys, t, t, 1],
           bounded_assignments: [keys, names(10), 0.1]
         ] do
-      assert {:needs_dirty, charged, _} = Native.probe(name, args)
+      assert {:needs_dirty, charged, _} = NativeProbe.probe(name, args)
       assert charged <= cells + 2_000, "#{name} charged #{charged}"
     end
 
-    assert {:ok, _, _} = Native.probe(:batch_owners, [Enum.take(keys, 1_000), t, 1])
+    assert {:ok, _, _} = NativeProbe.probe(:batch_owners, [Enum.take(keys, 1_000), t, 1])
   end
 
   test "the found stalls now go to a dirty scheduler" do
@@ -342,7 +342,7 @@ defmodule HRW.BudgetTest do
     # moves over separately copied 1 MB nodes compared them as terms for each key;
     # now each node is hashed once and paid for (or the call goes dirty).
     {outcome, charged, _} =
-      Native.probe(:batch_moves, [
+      NativeProbe.probe(:batch_moves, [
         keys,
         HRW.Prepared.nif_target(ring),
         HRW.Prepared.nif_target(copied),
@@ -358,7 +358,7 @@ defmodule HRW.BudgetTest do
     # Unaligned binaries are copied before they are hashed: a key, a node, a batch.
     assert probe(:term_id, [unaligned(6_300_000)]) == :needs_dirty
     assert probe(:term_id, [unaligned(500_000)]) == :needs_dirty
-    assert {:ok, charged, _} = Native.probe(:term_id, [unaligned(100_000)])
+    assert {:ok, charged, _} = NativeProbe.probe(:term_id, [unaligned(100_000)])
     assert charged >= 100_000
     assert probe(:list_owner, ["k", [unaligned(1_000_000), "b"], false]) == :needs_dirty
     assert probe(:ring_new, [[unaligned(1_000_000), "b"], false]) == :needs_dirty
@@ -373,7 +373,7 @@ defmodule HRW.BudgetTest do
 
     # An atom missing from the cache pays for reading its name, by its length.
     long = String.to_atom(String.duplicate("q", 240) <> "#{System.unique_integer([:positive])}")
-    assert {:ok, charged, _} = Native.probe(:term_id, [long])
+    assert {:ok, charged, _} = NativeProbe.probe(:term_id, [long])
     assert charged >= 240 / 2 + 48
   end
 
@@ -387,8 +387,8 @@ defmodule HRW.BudgetTest do
     hits =
       for i <- 1..5 do
         atom = String.to_atom("cache_fresh_#{i}_#{System.unique_integer([:positive])}")
-        {:ok, first, _} = Native.probe(:term_id, [atom])
-        {:ok, second, _} = Native.probe(:term_id, [atom])
+        {:ok, first, _} = NativeProbe.probe(:term_id, [atom])
+        {:ok, second, _} = NativeProbe.probe(:term_id, [atom])
         second < first
       end
 

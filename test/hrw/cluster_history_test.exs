@@ -139,9 +139,10 @@ defmodule HRW.ClusterHistoryTest do
           {fn -> HRW.Cluster.owner(:hrw_d, "k", back: -1) end, ~r/back must be a non-negative/},
           {fn -> HRW.Cluster.owners(:hrw_d, "k", 1, back: untyped(1.5)) end, ~r/back must be/},
           {fn -> HRW.Cluster.members(:hrw_d, back: untyped(nil)) end, ~r/back must be/},
-          {fn -> HRW.Cluster.structure(:hrw_d, untyped(bogus: 1)) end, ~r/only the option :back/},
-          {fn -> HRW.Cluster.owner(:hrw_d, "k", back: 1, back: 2) end, ~r/only the option/},
-          {fn -> HRW.Cluster.owner(:hrw_d, "k", untyped(:back)) end, ~r/only the option :back/},
+          {fn -> HRW.Cluster.structure(:hrw_d, untyped(bogus: 1)) end,
+           ~r/unknown options: \[:bogus\]/},
+          {fn -> HRW.Cluster.owner(:hrw_d, "k", back: 1, back: 2) end, ~r/duplicated options/},
+          {fn -> HRW.Cluster.owner(:hrw_d, "k", untyped(:back)) end, ~r/keyword list of options/},
           {fn -> HRW.Cluster.stable_owners(:hrw_d, "k", -1) end, ~r/count must be/},
           {fn -> HRW.Cluster.owners(:hrw_d, "k", untyped(:two)) end, ~r/count must be/}
         ] do

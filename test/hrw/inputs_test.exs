@@ -8,27 +8,230 @@ defmodule HRW.InputsTest do
 
   @nodes ["n1", "n2", "n3"]
 
-  test "the same wrong target gets the same message from every function that takes one" do
+  # -- one mistake, one message, from every entry point -------------------------------
+  #
+  # Each table below lists every public entry point that can make a mistake of one
+  # kind (a bad target, node list, option list, count, key list or struct), and
+  # each mistake must get the one message `HRW.Options` words for it, the caller's
+  # name included where the message names one.
+
+  @phash2 %HRW{hash_fn: &:erlang.phash2/1}
+
+  # The messages that differ from `expected` for each call, as {label, message}.
+  defp mismatches(calls, value, expected) do
+    for {label, call} <- calls,
+        message = assert_raise(ArgumentError, fn -> call.(value) end) |> Exception.message(),
+        message != expected,
+        do: {label, message}
+  end
+
+  defp assert_one_message(calls, value, expected) do
+    assert mismatches(calls, value, expected) == [],
+           "for #{HRW.brief(value)}, expected #{inspect(expected)} everywhere"
+  end
+
+  # Every function that takes a lookup target (a node list, a ring or a skeleton),
+  # with each kind of scorer it takes.
+  defp target_calls do
+    ring = HRW.Ring.new(@nodes)
+
+    [
+      {"HRW.owner/3", &HRW.owner("k", &1)},
+      {"HRW.owner/3 with %HRW{}", &HRW.owner("k", &1, scorer: %HRW{})},
+      {"HRW.owner/3 weighted", &HRW.owner("k", &1, scorer: %HRW.Weighted{})},
+      {"HRW.owner/3 in Elixir", &HRW.owner("k", &1, scorer: @phash2)},
+      {"HRW.owners/4", &HRW.owners("k", &1, 2)},
+      {"HRW.owners/4 weighted", &HRW.owners("k", &1, 2, scorer: %HRW.Weighted{})},
+      {"HRW.owners/4 in Elixir", &HRW.owners("k", &1, 2, scorer: @phash2)},
+      {"HRW.owner_batch/3", &HRW.owner_batch(["k"], &1)},
+      {"HRW.owner_batch/3 weighted", &HRW.owner_batch(["k"], &1, scorer: %HRW.Weighted{})},
+      {"HRW.owner_batch/3 in Elixir", &HRW.owner_batch(["k"], &1, scorer: @phash2)},
+      {"HRW.group_by_owner/3", &HRW.group_by_owner(["k"], &1)},
+      {"HRW.group_by_owner/3 in Elixir", &HRW.group_by_owner(["k"], &1, scorer: @phash2)},
+      {"HRW.moves/4 before", &HRW.moves(["k"], &1, ring)},
+      {"HRW.moves/4 later", &HRW.moves(["k"], ring, &1)},
+      {"HRW.moves/4 without keys", &HRW.moves([], ring, &1)},
+      {"HRW.moves/4 in Elixir", &HRW.moves(["k"], &1, @nodes, scorer: @phash2)},
+      {"HRW.moved_fraction/4", &HRW.moved_fraction(["k"], &1, ring)},
+      {"HRW.Cluster.moves/4 old", &HRW.Cluster.moves(["k"], &1, ring)},
+      {"HRW.Cluster.moves/4 new", &HRW.Cluster.moves(["k"], ring, &1, 2)},
+      {"HRW.Cluster.moves/4 without keys", &HRW.Cluster.moves([], ring, &1)}
+    ]
+  end
+
+  # Every function that builds from a node list.
+  defp builder_calls do
+    [
+      {"HRW.Ring.new/2", &HRW.Ring.new(&1)},
+      {"HRW.Ring.new/2 weighted", &HRW.Ring.new(&1, scorer: %HRW.Weighted{})},
+      {"HRW.build/2", &HRW.build(&1)},
+      {"HRW.build/2 weighted", &HRW.build(&1, scorer: %HRW.Weighted{})},
+      {"HRW.build/2 in Elixir", &HRW.build(&1, scorer: @phash2)},
+      {"HRW.Bounded.assignments/3", &HRW.Bounded.assignments(["k"], &1)},
+      {"HRW.Bounded.assignments/3 in Elixir",
+       fn nodes -> HRW.Bounded.assignments(["k"], nodes, hash_fn: &:erlang.phash2/1) end}
+    ]
+  end
+
+  test "a wrong target, node list or struct gets one message wherever it is passed" do
+    ring = HRW.Ring.new(@nodes)
+    skeleton = HRW.build(@nodes)
+    forged = ring |> Map.put(:resource, make_ref()) |> Map.delete(:fingerprint)
+
+    for target <- [:x, %{}, "nodes", 42, %URI{}, {:a, :b}, forged] do
+      assert_one_message(
+        target_calls(),
+        target,
+        "nodes must be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
+          HRW.brief(target)
+      )
+    end
+
+    for nodes <- [:x, %{}, "nodes", 42, ring] do
+      assert_one_message(
+        builder_calls(),
+        nodes,
+        "nodes must be a non-empty list, got: #{HRW.brief(nodes)}"
+      )
+    end
+
+    # A list is a node list wherever it is passed, weighted or not.
+    calls = target_calls() ++ builder_calls()
+    assert_one_message(calls, [], "nodes must be a non-empty list")
+    improper = [{"a", 1}, {"b", 2} | :tail]
+    assert_one_message(calls, improper, "nodes must be a proper list, got an improper list")
+
+    # The accessors of each struct take that struct only.
+    for {module, other} <- [{HRW.Ring, skeleton}, {HRW.Skeleton, ring}],
+        value <- [:x, other, @nodes] do
+      calls = for fun <- [:nodes, :size, :overrides], do: {"#{fun}", &apply(module, fun, [&1])}
+      assert_one_message(calls, value, "expected an #{inspect(module)}, got: #{HRW.brief(value)}")
+    end
+  end
+
+  # Every function that takes options: {caller as messages name it, call, a valid
+  # option list that gives one option twice, that option}.
+  defp option_calls(cluster) do
+    ring = HRW.Ring.new(@nodes)
+    skeleton = HRW.build(@nodes)
+    scorer = [scorer: %HRW{}, scorer: %HRW{}]
+
+    [
+      {"HRW.owner/3", &HRW.owner("k", @nodes, &1), scorer},
+      {"HRW.owner/3", &HRW.owner("k", ring, &1), scorer},
+      {"HRW.owner/3", &HRW.owner("k", skeleton, &1), scorer},
+      {"HRW.owners/4", &HRW.owners("k", @nodes, 2, &1), scorer},
+      {"HRW.owners/4", &HRW.owners("k", skeleton, 2, &1), scorer},
+      {"HRW.owner_batch/3", &HRW.owner_batch(["k"], ring, &1), scorer},
+      {"HRW.group_by_owner/3", &HRW.group_by_owner(["k"], @nodes, &1), scorer},
+      {"HRW.moves/4", &HRW.moves(["k"], ring, skeleton, &1), scorer},
+      {"HRW.moved_fraction/4", &HRW.moved_fraction(["k"], @nodes, ring, &1), scorer},
+      {"HRW.build/2", &HRW.build(@nodes, &1), [fanout: 2, fanout: 2]},
+      {"HRW.Ring.new/2", &HRW.Ring.new(@nodes, &1), [overrides: %{}, overrides: %{}]},
+      {"HRW.Bounded.assignments/3", &HRW.Bounded.assignments(["k"], @nodes, &1),
+       [epsilon: 1, epsilon: 1]},
+      {"HRW.Cluster", &HRW.Cluster.child_spec/1, [name: :x, depth: 1, depth: 1]},
+      {"HRW.Cluster", &HRW.Cluster.start_link/1, [name: :x, depth: 1, depth: 1]},
+      {"HRW.Cluster", &HRW.Cluster.start/1, [name: :x, depth: 1, depth: 1]},
+      {"HRW.Cluster lookup", &HRW.Cluster.owner(cluster, "k", &1), [back: 0, back: 0]},
+      {"HRW.Cluster lookup", &HRW.Cluster.owners(cluster, "k", 2, &1), [back: 0, back: 0]},
+      {"HRW.Cluster lookup", &HRW.Cluster.members(cluster, &1), [back: 0, back: 0]},
+      {"HRW.Cluster lookup", &HRW.Cluster.structure(cluster, &1), [back: 0, back: 0]},
+      {"HRW.Cluster.Fingerprint.of/2", &HRW.Cluster.Fingerprint.of(@nodes, &1),
+       [weighted: false, weighted: false]}
+    ]
+  end
+
+  test "a wrong option list gets one message, naming its caller, from every entry point" do
+    cluster = :hrw_inputs_options
+    start_supervised!({HRW.Cluster, name: cluster})
+
+    for {caller, call, twice} <- option_calls(cluster) do
+      calls = [{caller, call}]
+
+      for opts <- [:x, [:x], %{}, [{"scorer", %HRW{}}], [{:a, 1} | :tail]] do
+        expected = "#{caller} expects a keyword list of options, got: #{HRW.brief(opts)}"
+        assert_one_message(calls, opts, expected)
+      end
+
+      assert_one_message(calls, [bogus: 1], "#{caller} got unknown options: [:bogus]")
+
+      [{key, _} | _] = Enum.reject(twice, &match?({:name, _}, &1))
+
+      assert_one_message(
+        calls,
+        twice,
+        "#{caller} got duplicated options: [#{inspect(key)}] (give each option once)"
+      )
+    end
+
+    # A bad :scorer, wherever one is taken.
+    for {caller, call, [{:scorer, _} | _]} <- option_calls(cluster),
+        scorer <- [:x, "HRW", %{hash_fn: nil}] do
+      assert_one_message(
+        [{caller, call}],
+        [scorer: scorer],
+        "scorer must be a scorer struct, got: #{HRW.brief(scorer)}"
+      )
+    end
+  end
+
+  test "a wrong count gets one message from every function that takes one" do
+    cluster = :hrw_inputs_count
+    start_supervised!({HRW.Cluster, name: cluster, depth: 2})
     ring = HRW.Ring.new(@nodes)
 
     calls = [
-      fn t -> HRW.owner("k", t) end,
-      fn t -> HRW.owner("k", t, scorer: %HRW{}) end,
-      fn t -> HRW.owners("k", t, 2) end,
-      fn t -> HRW.owner_batch(["k"], t) end,
-      fn t -> HRW.group_by_owner(["k"], t) end,
-      fn t -> HRW.moves(["k"], t, ring) end
+      {"HRW.owners/4", &HRW.owners("k", @nodes, &1)},
+      {"HRW.owners/4 on a ring", &HRW.owners("k", ring, &1)},
+      {"HRW.owners/4 on a skeleton", &HRW.owners("k", HRW.build(@nodes), &1)},
+      {"HRW.owners/4 weighted", &HRW.owners("k", [{"a", 1}], &1, scorer: %HRW.Weighted{})},
+      {"HRW.owners/4 in Elixir", &HRW.owners("k", @nodes, &1, scorer: @phash2)},
+      {"HRW.Cluster.owners/4", &HRW.Cluster.owners(cluster, "k", &1)},
+      {"HRW.Cluster.owners/4 back", &HRW.Cluster.owners(cluster, "k", &1, back: 1)},
+      {"HRW.Cluster.stable_owners/3", &HRW.Cluster.stable_owners(cluster, "k", &1)},
+      {"HRW.Cluster.moves/4", &HRW.Cluster.moves(["k"], ring, nil, &1)},
+      {"HRW.Cluster.moves/4 without keys", &HRW.Cluster.moves([], ring, ring, &1)}
     ]
 
-    for target <- [:x, %{}, "nodes", 42] do
-      messages =
-        for call <- calls do
-          assert_raise(ArgumentError, fn -> call.(target) end) |> Exception.message()
-        end
-
-      assert [message] = Enum.uniq(messages), inspect(messages)
-      assert message =~ "expected nodes to be a non-empty list, an HRW.Ring or an HRW.Skeleton"
+    for count <- [-1, 1.0, :all, nil, "2", [2]] do
+      assert_one_message(
+        calls,
+        count,
+        "count must be a non-negative integer, got: #{HRW.brief(count)}"
+      )
     end
+
+    # The same words for the one other non-negative integer, `back:`.
+    for back <- [-1, 1.0, :all] do
+      assert_one_message(
+        [{"HRW.Cluster.owner/3", &HRW.Cluster.owner(cluster, "k", back: &1)}],
+        back,
+        "HRW.Cluster lookup :back must be a non-negative integer, got: #{HRW.brief(back)}"
+      )
+    end
+  end
+
+  test "a wrong key list gets one message from every function that takes one" do
+    ring = HRW.Ring.new(@nodes)
+
+    calls = [
+      {"HRW.owner_batch/3", &HRW.owner_batch(&1, ring)},
+      {"HRW.owner_batch/3 on a list", &HRW.owner_batch(&1, @nodes)},
+      {"HRW.owner_batch/3 in Elixir", &HRW.owner_batch(&1, @nodes, scorer: @phash2)},
+      {"HRW.group_by_owner/3", &HRW.group_by_owner(&1, ring)},
+      {"HRW.group_by_owner/3 in Elixir", &HRW.group_by_owner(&1, @nodes, scorer: @phash2)},
+      {"HRW.moves/4", &HRW.moves(&1, ring, @nodes)},
+      {"HRW.moved_fraction/4", &HRW.moved_fraction(&1, ring, @nodes)},
+      {"HRW.Bounded.assignments/3", &HRW.Bounded.assignments(&1, @nodes)},
+      {"HRW.Cluster.moves/4", &HRW.Cluster.moves(&1, ring, nil)}
+    ]
+
+    for keys <- [:keys, "keys", %{}, {"a", "b"}] do
+      assert_one_message(calls, keys, "keys must be a list, got: #{HRW.brief(keys)}")
+    end
+
+    assert_one_message(calls, ["a", "b" | :tail], "keys must be a proper list")
   end
 
   test "a map that names a structure's struct but lacks a field is no target" do
@@ -49,7 +252,9 @@ defmodule HRW.InputsTest do
             fn -> HRW.group_by_owner(["k"], forged) end
           ] do
         error = assert_raise ArgumentError, call
-        assert Exception.message(error) =~ "expected nodes to be a non-empty list", inspect(field)
+
+        assert Exception.message(error) =~ "nodes must be a non-empty list, an HRW.Ring",
+               inspect(field)
       end
     end
 
@@ -124,7 +329,7 @@ defmodule HRW.InputsTest do
     for {call, said} <- [
           {fn -> Fingerprint.of([:a | :b]) end, "a proper list of members"},
           {fn -> Fingerprint.of([:a], :weighted) end, "a keyword list of options"},
-          {fn -> Fingerprint.of([:a], bogus: 1) end, "the option :weighted only"},
+          {fn -> Fingerprint.of([:a], bogus: 1) end, "got unknown options: [:bogus]"},
           {fn -> Fingerprint.of([:a], weighted: :yes) end, ":weighted must be true or false"},
           {fn -> Fingerprint.of([{:a, Integer.pow(2, 1100)}]) end, "0 < weight <= 2^53"},
           {fn -> Fingerprint.of(:a) end, "a list of members"},

@@ -97,6 +97,6 @@ defmodule HRW.OptionsTest do
 
   test "an :epsilon below 0 is refused with the caller's name" do
     assert message(fn -> HRW.Bounded.assignments(["k"], ["a"], epsilon: -1) end) ==
-             "HRW.Bounded.assignments/3 requires :epsilon >= 0, got: -1"
+             "HRW.Bounded.assignments/3 :epsilon must be a non-negative number, got: -1"
   end
 end

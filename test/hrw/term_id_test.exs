@@ -435,18 +435,18 @@ defmodule HRW.TermIdSchedulerTest do
     # These assert the protocol, not a speed.
     test "a 12,000-entry map is hashed on a dirty scheduler" do
       map = Map.new(1..12_000, &{"key-#{&1}", &1})
-      assert {:needs_dirty, _, _} = HRW.Native.probe(:term_id, [map])
+      assert {:needs_dirty, _, _} = HRW.NativeProbe.probe(:term_id, [map])
       assert HRW.term_id(map) == HRW.Native.term_id_dirty(map)
     end
 
     test "integers wider than 2^2040 are encoded on a dirty scheduler only" do
       for n <- [2 ** 2040 - 1, -(2 ** 2040 - 1)] do
-        assert {:ok, _, _} = HRW.Native.probe(:term_id, [n])
+        assert {:ok, _, _} = HRW.NativeProbe.probe(:term_id, [n])
         assert HRW.term_id(n) == HRW.Native.term_id_dirty(n)
       end
 
       for n <- [2 ** 2040, -(2 ** 2040), 2 ** 100_000, -(2 ** 100_000)] do
-        assert {:needs_dirty, _, _} = HRW.Native.probe(:term_id, [n])
+        assert {:needs_dirty, _, _} = HRW.NativeProbe.probe(:term_id, [n])
         assert HRW.term_id(n) == HRW.Native.term_id_dirty(n)
       end
     end

@@ -18,8 +18,6 @@ defmodule Mix.Tasks.Hrw.Stalls do
   """
   use Mix.Task
 
-  alias HRW.Native
-
   @impl Mix.Task
   def run(args) do
     {opts, _, _} = OptionParser.parse(args, strict: [calls: :integer])
@@ -53,7 +51,7 @@ defmodule Mix.Tasks.Hrw.Stalls do
   # The normal-scheduler version of the NIF `name` on `args`: raises
   # `:hrw_needs_dirty` when the input exceeds its budget (its probe says so).
   defp normal(name, args) do
-    case Native.probe(name, args) do
+    case apply(HRW.Native, :"#{name}_probe", args) do
       {:needs_dirty, _, _} -> :erlang.error(:hrw_needs_dirty)
       _ -> :ok
     end

@@ -48,27 +48,19 @@ defmodule HRW.Cluster.Fingerprint do
   @spec of([member()], keyword()) :: non_neg_integer()
   def of(members, opts \\ [])
 
-  def of(members, opts) when is_list(members) and is_list(opts) do
+  def of(members, opts) when is_list(members) do
+    caller = "HRW.Cluster.Fingerprint.of/2"
+
     unless HRW.Options.proper?(members),
-      do: raise(ArgumentError, "HRW.Cluster.Fingerprint.of/2 takes a proper list of members")
+      do: raise(ArgumentError, "#{caller} takes a proper list of members")
 
-    unless Keyword.keyword?(opts) and Keyword.keys(opts) -- [:weighted] == [],
-      do:
-        raise(
-          ArgumentError,
-          "HRW.Cluster.Fingerprint.of/2 takes the option :weighted only, got: " <>
-            HRW.brief(opts)
-        )
+    HRW.Options.check!(opts, caller, [:weighted])
 
-    weighted = Keyword.get_lazy(opts, :weighted, fn -> weighted?(members) end)
-
-    unless is_boolean(weighted),
-      do:
-        raise(
-          ArgumentError,
-          "HRW.Cluster.Fingerprint.of/2 :weighted must be true or false, got: " <>
-            HRW.brief(weighted)
-        )
+    weighted =
+      case Keyword.fetch(opts, :weighted) do
+        {:ok, weighted} -> HRW.Options.one_of!(weighted, "#{caller} :weighted", [true, false])
+        :error -> weighted?(members)
+      end
 
     {sum, count} =
       members
@@ -76,11 +68,6 @@ defmodule HRW.Cluster.Fingerprint do
       |> Enum.reduce({0, 0}, fn id, {sum, count} -> {sum + mix(id) &&& @mask, count + 1} end)
 
     mix(bxor(count, sum))
-  end
-
-  def of(members, opts) when is_list(members) do
-    raise ArgumentError,
-          "HRW.Cluster.Fingerprint.of/2 takes a keyword list of options, got: #{HRW.brief(opts)}"
   end
 
   def of(other, _opts) do

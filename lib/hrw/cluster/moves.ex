@@ -19,8 +19,10 @@ defmodule HRW.Cluster.Moves do
     end)
   end
 
+  # Checked whether or not there are keys to look up.
   defp structure(%HRW.Cluster.Snapshot{structure: structure}), do: structure
-  defp structure(structure), do: structure
+  defp structure(nil), do: nil
+  defp structure(structure), do: HRW.Options.target!(structure)
 
   defp owners(_key, nil, _count), do: []
   defp owners(key, structure, count), do: HRW.owners(key, structure, count)

@@ -16,6 +16,8 @@ defmodule HRW.Cluster.Options do
   @prefix "HRW.Cluster:"
   # The VM's limit on an atom's length (in code points), less the prefix's.
   @max_name 255 - length(String.to_charlist(@prefix))
+  # The caller that option messages of the lookups name.
+  @lookup "HRW.Cluster lookup"
 
   @options [
     :name,
@@ -192,24 +194,23 @@ defmodule HRW.Cluster.Options do
     ArgumentError -> nil
   end
 
-  @doc "The `back:` of a lookup's options, checked against the history's depth."
+  @doc """
+  The `back:` of a lookup's options (`owner/3`, `owners/4`, `members/2`,
+  `structure/2`), checked by `HRW.Options` like every entry point's options, and
+  against the history's depth.
+  """
   @spec back!(term(), pos_integer(), atom()) :: non_neg_integer()
-  def back!([back: back], depth, _name) when is_integer(back) and back >= 0 and back < depth,
-    do: back
+  def back!(opts, depth, name) do
+    HRW.Options.check!(opts, @lookup, [:back])
+    back = HRW.Options.non_neg_integer!(Keyword.get(opts, :back, 0), "#{@lookup} :back")
 
-  def back!([back: back], depth, name) when is_integer(back) and back >= 0 do
-    raise ArgumentError,
-          "back: #{HRW.brief(back)} is beyond the history of HRW.Cluster #{HRW.brief(name)}, " <>
-            "which keeps #{depth} #{if depth == 1, do: "generation", else: "generations"} " <>
-            "(depth: #{depth})"
-  end
-
-  def back!([back: back], _depth, _name) do
-    raise ArgumentError, "back must be a non-negative integer, got: #{HRW.brief(back)}"
-  end
-
-  def back!(opts, _depth, _name) do
-    raise ArgumentError,
-          "HRW.Cluster lookups take only the option :back, got: #{HRW.brief(opts)}"
+    if back < depth do
+      back
+    else
+      raise ArgumentError,
+            "back: #{HRW.brief(back)} is beyond the history of HRW.Cluster #{HRW.brief(name)}, " <>
+              "which keeps #{depth} #{if depth == 1, do: "generation", else: "generations"} " <>
+              "(depth: #{depth})"
+    end
   end
 end

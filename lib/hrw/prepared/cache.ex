@@ -1,9 +1,10 @@
 defmodule HRW.Prepared.Cache do
   @moduledoc false
-  # Rebuilt resources of stale structures (`HRW.Prepared.rebuilt/1`), shared by every
-  # process of this node: a ring or skeleton that arrives from another node (or from
-  # a binary whose resource was collected) is rebuilt once per node, not once per
-  # process that uses it.
+  # Rebuilt resources of stale structures, shared by every process of this node: a
+  # ring or skeleton that arrives from another node (or from a binary whose
+  # resource was collected) is rebuilt once per node, not once per process that
+  # uses it. When a structure is stale and what is retried is `HRW.Prepared`'s
+  # rule; this is only where its rebuilds are kept.
   #
   #   * Where: a public ETS table, `{{module, fingerprint}, resource, nodes, used_ms,
   #     order}` (`order` a monotonic integer, for LRU), read by the callers directly; owned by this small server, started by the
