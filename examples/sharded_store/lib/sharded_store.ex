@@ -27,6 +27,9 @@ defmodule ShardedStore do
   @cluster :sharded_store
   @scope :sharded_store
   @group :replicas
+  # Three generations: a cut made one link at a time (or two kills) can take the
+  # view through two changes, and the reads look back to the view before both.
+  @depth 3
 
   @doc "The name of the `HRW.Cluster` the store routes with."
   def cluster, do: @cluster
@@ -47,7 +50,7 @@ defmodule ShardedStore do
              name: @cluster,
              source: {:pg, @scope, @group},
              debounce: Keyword.get(opts, :debounce, 50),
-             depth: 2,
+             depth: @depth,
              quorum: {:majority, expected}
            ) do
       {:ok, _} = ShardedStore.Probe.start()
@@ -59,11 +62,23 @@ defmodule ShardedStore do
   defp ok(other), do: other
 
   @doc """
-  Writes `value` under `key` with `version`. `:ok` once both owners hold it, else
-  `{:error, reason}` (no quorum, a view that changed, a replica that did not
-  answer): the caller retries, with the same version.
+  Writes `value` under `key` with `version` (an integer), and says what happened:
+
+    * `:ok`: both owners hold this version and value (or a write that wins over
+      it, arrived since), and the writing node's view did not change meanwhile.
+      Writing the same version and value again is `:ok` (a retry).
+    * `{:error, {:stale, stored_version}}`: an owner holds a higher version.
+    * `{:error, {:conflict, stored_value}}`: an owner holds this version with a
+      value that wins the tie-break (see the module doc).
+    * `{:error, reason}` otherwise (`:no_quorum`, `:view_changed`,
+      `{:not_acknowledged, replies}`, `:too_few_replicas`): not acknowledged, so
+      the caller retries with the same version.
+
+  An error does not mean that no replica took the write: one owner may hold it
+  (the other refused, or the view changed). Nothing is promised for it.
   """
-  def put(key, version, value) do
+  @spec put(term(), integer(), term()) :: :ok | {:error, term()}
+  def put(key, version, value) when is_integer(version) do
     snapshot = HRW.Cluster.snapshot(@cluster)
 
     cond do
@@ -74,16 +89,7 @@ defmodule ShardedStore do
         case HRW.owners(key, snapshot.structure, 2) do
           [_, _] = owners ->
             request = {:write, key, version, value, snapshot.fingerprint}
-            replies = Replica.call_all(owners, request, 5_000)
-
-            # Acknowledged only if this node's view did not change meanwhile: a
-            # write that straddles a change (a cut link, a node down) may be kept,
-            # but is not promised.
-            cond do
-              not Enum.all?(replies, &(&1 == :ok)) -> {:error, {:not_acknowledged, replies}}
-              HRW.Cluster.fingerprint(@cluster) != snapshot.fingerprint -> {:error, :view_changed}
-              true -> :ok
-            end
+            outcome(Replica.call_all(owners, request, 5_000), snapshot.fingerprint)
 
           _ ->
             {:error, :too_few_replicas}
@@ -91,20 +97,73 @@ defmodule ShardedStore do
     end
   end
 
+  # A refusal on the merits (stale, conflict) is reported even when the other
+  # owner took the write: retrying would not change it.
+  defp outcome(replies, fingerprint) do
+    stale = for {:error, {:stale, version}} <- replies, do: version
+    conflicts = for {:error, {:conflict, value}} <- replies, do: value
+
+    cond do
+      stale != [] -> {:error, {:stale, Enum.max(stale)}}
+      conflicts != [] -> {:error, {:conflict, Enum.max(conflicts)}}
+      not Enum.all?(replies, &(&1 == :ok)) -> {:error, {:not_acknowledged, replies}}
+      # A write that straddles a change of this node's view (a cut link, a node
+      # down) may be kept, but is not promised.
+      HRW.Cluster.fingerprint(@cluster) != fingerprint -> {:error, :view_changed}
+      true -> :ok
+    end
+  end
+
   @doc """
-  Reads `key`: `{:ok, {version, value}}` from the first owner that holds it
-  (falling back along the owners, then those of the previous generation), or
-  `:not_found`.
+  Reads `key`: `{:ok, {version, value}}`, the highest entry held by any member
+  of this node's view, or `:not_found` when every member answered and none holds
+  it. `{:error, :no_quorum}` on a side without quorum, and `{:error,
+  :unavailable}` when this node cannot know: a member did not answer, a member
+  has processed another view than this node's (a change is in progress), or
+  neither owner of the key in the previous generation is still a member (both
+  left at once, for example cut off by a partition: they may hold writes the
+  others never saw).
+
+  Asks every member, not only the owners: after a partition heals, the owners
+  (the nodes of the minority side) have not yet received what the majority side
+  took meanwhile, and their own history holds no view of that side.
   """
+  @spec get(term()) :: {:ok, {integer(), term()}} | :not_found | {:error, term()}
   def get(key) do
-    @cluster
-    |> HRW.Cluster.stable_owners(key, 2)
-    |> Enum.find_value(:not_found, fn owner ->
-      case Replica.call(owner, {:read, key}, 5_000) do
-        {:ok, entry} -> {:ok, entry}
-        _ -> nil
+    snapshot = HRW.Cluster.snapshot(@cluster)
+
+    cond do
+      not snapshot.quorum? ->
+        {:error, :no_quorum}
+
+      Enum.any?(1..(@depth - 1), &owners_gone?(key, &1, snapshot.members)) ->
+        {:error, :unavailable}
+
+      true ->
+        snapshot.members
+        |> Replica.call_all({:read, key}, 5_000)
+        |> read_outcome(snapshot.fingerprint)
+    end
+  end
+
+  # Neither owner of `key` `back` generations ago is a member now.
+  defp owners_gone?(key, back, members) do
+    case HRW.Cluster.owners(@cluster, key, 2, back: back) do
+      [] -> false
+      owners -> Enum.all?(owners, &(&1 not in members))
+    end
+  end
+
+  defp read_outcome(replies, fingerprint) do
+    if Enum.all?(replies, &match?({:entry, ^fingerprint, _}, &1)) do
+      # Entries compare as the replicas merge them: version first, then value.
+      case for({:entry, _, entry} <- replies, entry != nil, do: entry) do
+        [] -> :not_found
+        entries -> {:ok, Enum.max(entries)}
       end
-    end)
+    else
+      {:error, :unavailable}
+    end
   end
 
   @doc "`get/1` of each key, as a map key => result."

@@ -61,17 +61,20 @@ defmodule ShardedStore.Replica do
     if state.leaving == nil and snapshot.quorum? and snapshot.fingerprint == fingerprint and
          HRW.Cluster.fingerprint(ShardedStore.cluster()) == fingerprint and
          node() in HRW.owners(key, snapshot.structure, 2) do
-      {:reply, :ok, %{state | data: merge(state.data, key, {version, value})}}
+      case take(Map.get(state.data, key), {version, value}) do
+        :take -> {:reply, :ok, %{state | data: Map.put(state.data, key, {version, value})}}
+        :held -> {:reply, :ok, state}
+        refusal -> {:reply, {:error, refusal}, state}
+      end
     else
       {:reply, {:error, :wrong_view}, state}
     end
   end
 
+  # With the snapshot this replica has processed, so the reader can tell whether
+  # every member answered from the same view.
   def handle_call({:read, key}, _from, state) do
-    case state.data do
-      %{^key => entry} -> {:reply, {:ok, entry}, state}
-      _ -> {:reply, :not_found, state}
-    end
+    {:reply, {:entry, state.snapshot.fingerprint, Map.get(state.data, key)}, state}
   end
 
   def handle_call(:status, _from, state) do
@@ -134,9 +137,18 @@ defmodule ShardedStore.Replica do
 
   def handle_info(_other, state), do: {:noreply, state}
 
-  defp merge(data, key, {version, _} = entry) do
+  # What a write does to the entry held: entries are ordered by version, then by
+  # value (Erlang term order), the same on every replica, so two values written
+  # with one version end the same everywhere whatever the order they arrive in.
+  defp take(nil, _entry), do: :take
+  defp take(held, held), do: :held
+  defp take({held, _}, {version, _}) when version < held, do: {:stale, held}
+  defp take({version, held}, {version, value}) when held > value, do: {:conflict, held}
+  defp take(_held, _entry), do: :take
+
+  defp merge(data, key, entry) do
     case data do
-      %{^key => {old, _}} when old >= version -> data
+      %{^key => held} when held >= entry -> data
       _ -> Map.put(data, key, entry)
     end
   end
