@@ -1,13 +1,19 @@
 defmodule ShardedStore.Replica do
   @moduledoc """
   One node's replica: the entries it holds (`key => {version, value}`), the last
-  cluster snapshot it has processed, and the pushes of its handoff still to do.
+  cluster snapshot it has processed, the pushes of its handoff still to do, and
+  the members that left its view in the last 5 s, with the last structure
+  that held them (so a read can tell a key whose two owners both left).
   """
 
   use GenServer
 
   @retry 200
   @resend 5_000
+  # How long a departed member counts as possibly holding writes nobody else has:
+  # a dead node never comes back, so a key whose two owners left becomes readable
+  # again (with what the others hold) after this.
+  @forget 5_000
 
   def start, do: GenServer.start(__MODULE__, [], name: __MODULE__)
 
@@ -47,7 +53,10 @@ defmodule ShardedStore.Replica do
        pending: %{},
        # target => {ref, keys, sent at}: pushes sent, not yet acknowledged.
        inflight: %{},
-       leaving: nil
+       leaving: nil,
+       # node => {last structure with quorum that held it, departure in ms}.
+       gone: %{},
+       last_structure: nil
      }}
   end
 
@@ -74,7 +83,8 @@ defmodule ShardedStore.Replica do
   # With the snapshot this replica has processed, so the reader can tell whether
   # every member answered from the same view.
   def handle_call({:read, key}, _from, state) do
-    {:reply, {:entry, state.snapshot.fingerprint, Map.get(state.data, key)}, state}
+    entry = Map.get(state.data, key)
+    {:reply, {:entry, state.snapshot.fingerprint, entry, cut_off?(state.gone, key)}, state}
   end
 
   def handle_call(:status, _from, state) do
@@ -102,7 +112,7 @@ defmodule ShardedStore.Replica do
     old = state.snapshot
     # Pushes in flight were addressed under the old view (some perhaps across a
     # link that was down): the pending keys are sent again under the new one.
-    state = %{state | snapshot: new, inflight: %{}}
+    state = departures(%{state | snapshot: new, inflight: %{}}, old, new)
     pending = handoff(state.data, old, new, state.pending)
     {:noreply, push(%{state | pending: pending})}
   end
@@ -136,6 +146,31 @@ defmodule ShardedStore.Replica do
   end
 
   def handle_info(_other, state), do: {:noreply, state}
+
+  defp departures(state, old, new) do
+    now = System.monotonic_time(:millisecond)
+    structure = old.structure || state.last_structure
+    left = if structure == nil, do: [], else: old.members -- new.members
+
+    gone =
+      state.gone
+      |> Map.drop(new.members)
+      |> Map.reject(fn {_node, {_structure, at}} -> now - at > @forget end)
+      |> Map.merge(Map.new(left, &{&1, {structure, now}}))
+
+    %{state | gone: gone, last_structure: new.structure || structure}
+  end
+
+  # Both owners of `key`, in the last view that held one of the departed members,
+  # departed within @forget ms: they may hold writes no member has.
+  defp cut_off?(gone, key) do
+    now = System.monotonic_time(:millisecond)
+    recent = for {node, {_, at}} <- gone, now - at <= @forget, into: MapSet.new(), do: node
+
+    Enum.any?(gone, fn {node, {structure, _at}} ->
+      node in recent and Enum.all?(HRW.owners(key, structure, 2), &(&1 in recent))
+    end)
+  end
 
   # What a write does to the entry held: entries are ordered by version, then by
   # value (Erlang term order), the same on every replica, so two values written
