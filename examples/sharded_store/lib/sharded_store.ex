@@ -24,9 +24,10 @@ defmodule ShardedStore do
       A replica never drops an entry, so the former owners still hold it.
     * **Reads** (`get/1`) ask every member of this node's view and answer with the
       highest entry, only when every member answered from this node's view; they
-      refuse (`{:error, :unavailable}`) while a change is in progress, or when both
-      owners of the key in one of the last two views before this one have left the
-      view (they may hold writes nobody else has). A read costs one call per member.
+      refuse (`{:error, :unavailable}`) while a change is in progress, or when a
+      member saw both owners of the key leave its view within the last 5 s (they
+      may hold writes nobody else has: a partition that cut both off, or two
+      kills). A read costs one call per member.
     * **Quorum**: the cluster runs with `quorum: {:majority, expected}`: a side of a
       partition without a majority owns no key, so it acknowledges no write and
       answers no read (`{:error, :no_quorum}`).
@@ -52,9 +53,14 @@ defmodule ShardedStore do
     * **Two failures within one handoff window** lose the keys owned by both
       victims: their two in-memory copies are gone (two owners killed 0-10 ms
       apart: every key they both owned loses the writes acknowledged before the
-      kill). Other keys keep everything. Reads of a lost key answer
-      `{:error, :unavailable}` while the view in which both owned it is among the
-      last three, then what the survivors hold (older, or `:not_found`).
+      kill, unless a former owner still held the same version). Other keys keep
+      everything. Reads of such a key answer `{:error, :unavailable}` for 5 s, then
+      what the survivors hold (older, or `:not_found`).
+    * **A partition longer than 5 s** that cuts both owners of a key off the
+      majority: after those 5 s, reads of that key on the majority side answer
+      what it holds, which may be older than a write the cut-off owners
+      acknowledged before the cut. (The store cannot tell a dead node from a cut
+      one; 5 s is its guess.)
     * **Restarts**: nothing is on disk, so a node that restarts comes back empty:
       a restart counts as a failure.
     * **Silent partitions** (packets dropped, no `:nodedown` yet): until failure
@@ -169,10 +175,9 @@ defmodule ShardedStore do
   of this node's view, or `:not_found` when every member answered and none holds
   it. `{:error, :no_quorum}` on a side without quorum, and `{:error,
   :unavailable}` when this node cannot know: a member did not answer, a member
-  has processed another view than this node's (a change is in progress), or
-  neither owner of the key in one of the two generations before this one is
-  still a member (both left, for example cut off by a partition: they may hold
-  writes the others never saw).
+  has processed another view than this node's (a change is in progress), or a
+  member saw both owners of the key leave its view within the last 5 s (cut off
+  by a partition, or killed: they may hold writes the others never saw).
 
   Asks every member, not only the owners: after a partition heals, the owners
   (the nodes of the minority side) have not yet received what the majority side
