@@ -25,8 +25,8 @@ defmodule ShardedStore do
     * **Reads** (`get/1`) ask every member of this node's view and answer with the
       highest entry, only when every member answered from this node's view; they
       refuse (`{:error, :unavailable}`) while a change is in progress, or when a
-      member saw both owners of the key leave its view within the last 5 s (they
-      may hold writes nobody else has: a partition that cut both off, or two
+      member saw both owners of the key leave its view within the last 5 s
+      (`forget:`, see `start/1`; they may hold writes nobody else has: a partition that cut both off, or two
       kills). A read costs one call per member.
     * **Quorum**: the cluster runs with `quorum: {:majority, expected}`: a side of a
       partition without a majority owns no key, so it acknowledges no write and
@@ -60,7 +60,7 @@ defmodule ShardedStore do
       majority: after those 5 s, reads of that key on the majority side answer
       what it holds, which may be older than a write the cut-off owners
       acknowledged before the cut. (The store cannot tell a dead node from a cut
-      one; 5 s is its guess.)
+      one; `forget:` is its guess.)
     * **Restarts**: nothing is on disk, so a node that restarts comes back empty:
       a restart counts as a failure.
     * **Silent partitions** (packets dropped, no `:nodedown` yet): until failure
@@ -95,7 +95,9 @@ defmodule ShardedStore do
 
   @doc """
   Starts the `:pg` scope, the cluster and this node's replica (not linked to the
-  caller). `opts`: `expected:` the number of nodes for the majority (default 5).
+  caller). `opts`: `expected:` the number of nodes for the majority (default 5),
+  `debounce:` the cluster's (default 50 ms), `forget:` how long a read of a key
+  whose two owners left the view refuses (default 5000 ms).
   """
   def start(opts \\ []) do
     expected = Keyword.get(opts, :expected, 5)
@@ -110,7 +112,7 @@ defmodule ShardedStore do
              quorum: {:majority, expected}
            ) do
       {:ok, _} = ShardedStore.Probe.start()
-      Replica.start()
+      Replica.start(Keyword.get(opts, :forget, 5_000))
     end
   end
 

@@ -39,10 +39,10 @@ defmodule ShardedStoreTest do
 
   defp rpc(node, m, f, a, timeout \\ 60_000), do: :erpc.call(node, m, f, a, timeout)
 
-  defp join(live, expected) do
+  defp join(live, expected, opts \\ []) do
     {peer, node} = start_peer()
     for other <- live, do: true = rpc(node, :net_kernel, :connect_node, [other])
-    {:ok, _} = rpc(node, ShardedStore, :start, [[expected: expected]])
+    {:ok, _} = rpc(node, ShardedStore, :start, [[expected: expected] ++ opts])
     {peer, node}
   end
 
@@ -544,7 +544,7 @@ defmodule ShardedStoreTest do
       end)
 
     settle([nodes], :start, times)
-    [a, b, c] = nodes
+    [a, b, _] = nodes
     put = &rpc(a, ShardedStore, :put, [&1, &2, &3])
     get = &rpc(b, ShardedStore, :get, [&1])
 
@@ -564,15 +564,51 @@ defmodule ShardedStoreTest do
     settle([[a, b]], :stop, times)
     assert get.("k") == {:ok, {6, :first}}
     :peer.stop(Enum.at(peers, 1))
-
-    until(fn -> not rpc(a, HRW.Cluster, :snapshot, [ShardedStore.cluster()]).quorum? end, fn ->
-      "no quorum on a"
-    end)
-
+    no_quorum = fn -> not rpc(a, HRW.Cluster, :snapshot, [ShardedStore.cluster()]).quorum? end
+    until(no_quorum, fn -> "no quorum on a" end)
     assert rpc(a, ShardedStore, :get, ["k"]) == {:error, :no_quorum}
     assert rpc(a, ShardedStore, :get, ["never written"]) == {:error, :no_quorum}
     assert put.("k", 7, :third) == {:error, :no_quorum}
-    _ = c
     :peer.stop(hd(peers))
+  end
+
+  @tag timeout: 300_000
+  test "get/1 refuses a key whose two owners both left, and answers the others" do
+    {:ok, times} = Agent.start_link(fn -> [] end)
+
+    # A majority of 3 is 2: the two nodes left after two stops keep the quorum.
+    # `forget:` far above any settle time, so the refusal is still in force.
+    {peers, nodes} =
+      Enum.reduce(1..4, {%{}, []}, fn _, {peers, nodes} ->
+        {peer, node} = join(nodes, 3, forget: 600_000)
+        {Map.put(peers, node, peer), nodes ++ [node]}
+      end)
+
+    settle([nodes], :start, times)
+
+    owners = fn key ->
+      Enum.sort(rpc(hd(nodes), HRW.Cluster, :owners, [ShardedStore.cluster(), key, 2]))
+    end
+
+    [gone_a, gone_b] = victims = nodes |> Enum.take(2) |> Enum.sort()
+    keys = for i <- 1..200, do: "k#{i}"
+    both = Enum.find(keys, &(owners.(&1) == victims))
+    one = Enum.find(keys, &(length(owners.(&1) -- victims) == 1))
+    neither = Enum.find(keys, &(owners.(&1) -- victims == owners.(&1)))
+    assert both && one && neither
+
+    for key <- [both, one, neither], do: :ok = rpc(gone_a, ShardedStore, :put, [key, 1, key])
+    [c, d] = survivors = nodes -- victims
+    :peer.stop(peers[gone_a])
+    :peer.stop(peers[gone_b])
+    settle([survivors], :stop, times)
+
+    for node <- [c, d] do
+      assert rpc(node, ShardedStore, :get, [both]) == {:error, :unavailable}
+      assert rpc(node, ShardedStore, :get, [one]) == {:ok, {1, one}}
+      assert rpc(node, ShardedStore, :get, [neither]) == {:ok, {1, neither}}
+    end
+
+    Enum.each(survivors, &:peer.stop(peers[&1]))
   end
 end

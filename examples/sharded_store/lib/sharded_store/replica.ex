@@ -2,7 +2,7 @@ defmodule ShardedStore.Replica do
   @moduledoc """
   One node's replica: the entries it holds (`key => {version, value}`), the last
   cluster snapshot it has processed, the pushes of its handoff still to do, and
-  the members that left its view in the last 5 s, with the last structure
+  the members that left its view recently (5 s by default), with the last structure
   that held them (so a read can tell a key whose two owners both left).
   """
 
@@ -10,12 +10,13 @@ defmodule ShardedStore.Replica do
 
   @retry 200
   @resend 5_000
-  # How long a departed member counts as possibly holding writes nobody else has:
-  # a dead node never comes back, so a key whose two owners left becomes readable
-  # again (with what the others hold) after this.
-  @forget 5_000
 
-  def start, do: GenServer.start(__MODULE__, [], name: __MODULE__)
+  @doc """
+  Starts this node's replica. `forget`: how many ms a departed member counts as
+  possibly holding writes nobody else has (a dead node never comes back, so a key
+  whose two owners left becomes readable again, with what the others hold).
+  """
+  def start(forget), do: GenServer.start(__MODULE__, forget, name: __MODULE__)
 
   @doc "Calls the replica on `node`; any failure is `{:error, reason}`."
   def call(node, request, timeout) do
@@ -38,7 +39,7 @@ defmodule ShardedStore.Replica do
   end
 
   @impl true
-  def init([]) do
+  def init(forget) do
     {scope, group} = ShardedStore.group()
     cluster = ShardedStore.cluster()
     :ok = HRW.Cluster.subscribe(cluster, :snapshots)
@@ -54,6 +55,7 @@ defmodule ShardedStore.Replica do
        # target => {ref, keys, sent at}: pushes sent, not yet acknowledged.
        inflight: %{},
        leaving: nil,
+       forget: forget,
        # node => {last structure with quorum that held it, departure in ms}.
        gone: %{},
        last_structure: nil
@@ -84,7 +86,7 @@ defmodule ShardedStore.Replica do
   # every member answered from the same view.
   def handle_call({:read, key}, _from, state) do
     entry = Map.get(state.data, key)
-    {:reply, {:entry, state.snapshot.fingerprint, entry, cut_off?(state.gone, key)}, state}
+    {:reply, {:entry, state.snapshot.fingerprint, entry, cut_off?(state, key)}, state}
   end
 
   def handle_call(:status, _from, state) do
@@ -155,17 +157,17 @@ defmodule ShardedStore.Replica do
     gone =
       state.gone
       |> Map.drop(new.members)
-      |> Map.reject(fn {_node, {_structure, at}} -> now - at > @forget end)
+      |> Map.reject(fn {_node, {_structure, at}} -> now - at > state.forget end)
       |> Map.merge(Map.new(left, &{&1, {structure, now}}))
 
     %{state | gone: gone, last_structure: new.structure || structure}
   end
 
   # Both owners of `key`, in the last view that held one of the departed members,
-  # departed within @forget ms: they may hold writes no member has.
-  defp cut_off?(gone, key) do
+  # departed within `forget` ms: they may hold writes no member has.
+  defp cut_off?(%{gone: gone, forget: forget}, key) do
     now = System.monotonic_time(:millisecond)
-    recent = for {node, {_, at}} <- gone, now - at <= @forget, into: MapSet.new(), do: node
+    recent = for {node, {_, at}} <- gone, now - at <= forget, into: MapSet.new(), do: node
 
     Enum.any?(gone, fn {node, {structure, _at}} ->
       node in recent and Enum.all?(HRW.owners(key, structure, 2), &(&1 in recent))
