@@ -120,7 +120,8 @@ defmodule ShardedStore do
   defp ok(other), do: other
 
   @doc """
-  Writes `value` under `key` with `version` (an integer), and says what happened:
+  Writes `value` under `key` with `version` (an integer, else `ArgumentError`),
+  and says what happened:
 
     * `:ok`: both owners hold this version and value (or a write that wins over
       it, arrived since), and the writing node's view did not change meanwhile.
@@ -154,6 +155,9 @@ defmodule ShardedStore do
         end
     end
   end
+
+  def put(_key, version, _value),
+    do: raise(ArgumentError, "version must be an integer, got: #{inspect(version)}")
 
   # A refusal on the merits (stale, conflict) is reported even when the other
   # owner took the write: retrying would not change it.

@@ -549,6 +549,11 @@ defmodule ShardedStoreTest do
     get = &rpc(b, ShardedStore, :get, [&1])
 
     assert get.("k") == :not_found
+    # Checked before any cluster is read: this node runs none.
+    assert_raise ArgumentError, ~r/version must be an integer/, fn ->
+      ShardedStore.put("k", 1.5, :v)
+    end
+
     assert put.("k", 5, :first) == :ok
     assert put.("k", 5, :first) == :ok
     assert put.("k", 4, :older) == {:error, {:stale, 5}}
