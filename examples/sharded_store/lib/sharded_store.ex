@@ -65,7 +65,8 @@ defmodule ShardedStore do
       a restart counts as a failure.
     * **Silent partitions** (packets dropped, no `:nodedown` yet): until failure
       detection fires (`net_ticktime`), every side keeps its quorum; nothing here
-      is promised for them, and the test does not cover them.
+      is promised for them, and the test does not cover them. (`HRW.Cluster`'s
+      `:lease` option bounds that; this store does not set it.)
     * **Non-transitive partitions** with `prevent_overlapping_partitions` set to
       `false`: both sides may reach a majority.
     * An error from `put/3` other than `:stale` and `:conflict` does not mean that
