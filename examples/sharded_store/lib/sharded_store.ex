@@ -37,7 +37,7 @@ defmodule ShardedStore do
   With at most one failure per handoff window: a node killed, stopped, leaving or
   joining, or a clean partition (as OTP's default `prevent_overlapping_partitions`
   makes every cut), and the next one only once the survivors agree on the members
-  and their handoff is done (the window: from the failure to that point, 15-230
+  and their handoff is done (the window: from the failure to that point, 6-153
   ms in the example's test on a loaded 2-core host, figures in
   `bench/results/sharded-store-2026-12-03.txt`):
 
