@@ -240,30 +240,30 @@ defmodule HRW.Cluster do
   end
 
   @doc """
-  What a store holding `keys` must move: `{key, old_owners, new_owners}` for each
-  key whose `count` best owners differ between the views `old` and `new`
+  What a store holding `keys` must move: `{key, owners_before, owners_later}` for
+  each key whose `count` best owners differ between the views `before` and `later`
   (snapshots, structures or `nil`; docs/CLUSTER.md, "Moves"). Raises
   `ArgumentError` for bad keys, count or view.
 
-      iex> old = HRW.Ring.new([:"a@h", :"b@h"])
-      iex> new = HRW.Ring.new([:"a@h", :"b@h", :"c@h"])
-      iex> moves = HRW.Cluster.moves(["k1", "k2", "k3", "k4"], old, new, 2)
-      iex> Enum.all?(moves, fn {_key, _old, new_owners} -> :"c@h" in new_owners end)
+      iex> before = HRW.Ring.new([:"a@h", :"b@h"])
+      iex> later = HRW.Ring.new([:"a@h", :"b@h", :"c@h"])
+      iex> moves = HRW.Cluster.replica_moves(["k1", "k2", "k3", "k4"], before, later, 2)
+      iex> Enum.all?(moves, fn {_key, _before, owners_later} -> :"c@h" in owners_later end)
       true
-      iex> HRW.Cluster.moves(["k1"], nil, new, 2) == [{"k1", [], HRW.owners("k1", new, 2)}]
+      iex> HRW.Cluster.replica_moves(["k1"], nil, later, 2) == [{"k1", [], HRW.owners("k1", later, 2)}]
       true
   """
-  @spec moves(
+  @spec replica_moves(
           [term()],
           HRW.Cluster.Snapshot.t() | structure(),
           HRW.Cluster.Snapshot.t() | structure(),
           non_neg_integer()
         ) ::
           [{term(), [node()], [node()]}]
-  def moves(keys, old, new, count \\ 1) do
+  def replica_moves(keys, before, later, count \\ 1) do
     keys = HRW.Options.keys!(keys, proper: true)
     count = HRW.Options.count!(count)
-    Moves.between(keys, old, new, count)
+    Moves.between(keys, before, later, count)
   end
 
   @doc false

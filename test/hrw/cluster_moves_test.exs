@@ -19,10 +19,10 @@ defmodule HRW.ClusterMovesTest do
     for build <- [&HRW.build/1, &HRW.Ring.new/1] do
       old = build.(Enum.take(@nodes, 5))
       new = build.(@nodes)
-      single = HRW.Cluster.moves(@keys, old, new)
+      single = HRW.Cluster.replica_moves(@keys, old, new)
       assert Enum.map(single, &elem(&1, 0)) == Enum.map(HRW.moves(@keys, old, new), &elem(&1, 0))
 
-      double = HRW.Cluster.moves(@keys, old, new, 2)
+      double = HRW.Cluster.replica_moves(@keys, old, new, 2)
       assert MapSet.subset?(MapSet.new(single, &elem(&1, 0)), MapSet.new(double, &elem(&1, 0)))
 
       for key <- @keys do
@@ -41,19 +41,24 @@ defmodule HRW.ClusterMovesTest do
     with_quorum = snapshot(structure, @nodes)
     without = snapshot(nil, Enum.take(@nodes, 2))
 
-    lost = HRW.Cluster.moves(@keys, with_quorum, without, 2)
+    lost = HRW.Cluster.replica_moves(@keys, with_quorum, without, 2)
     assert length(lost) == length(@keys)
 
     assert Enum.all?(lost, fn {key, old, new} ->
              old == HRW.owners(key, structure, 2) and new == []
            end)
 
-    regained = HRW.Cluster.moves(["a", "a"], nil, with_quorum, 2)
+    regained = HRW.Cluster.replica_moves(["a", "a"], nil, with_quorum, 2)
     assert regained == [{"a", [], HRW.owners("a", structure, 2)}]
-    assert HRW.Cluster.moves(@keys, with_quorum, structure, 2) == []
-    assert HRW.Cluster.moves(@keys, nil, nil) == []
+    assert HRW.Cluster.replica_moves(@keys, with_quorum, structure, 2) == []
+    assert HRW.Cluster.replica_moves(@keys, nil, nil) == []
 
-    assert_raise ArgumentError, ~r/count/, fn -> HRW.Cluster.moves(@keys, nil, structure, -1) end
-    assert_raise ArgumentError, fn -> HRW.Cluster.moves(@keys, nil, :not_a_structure, 1) end
+    assert_raise ArgumentError, ~r/count/, fn ->
+      HRW.Cluster.replica_moves(@keys, nil, structure, -1)
+    end
+
+    assert_raise ArgumentError, fn ->
+      HRW.Cluster.replica_moves(@keys, nil, :not_a_structure, 1)
+    end
   end
 end

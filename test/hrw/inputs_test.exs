@@ -53,9 +53,9 @@ defmodule HRW.InputsTest do
       {"HRW.moves/4 without keys", &HRW.moves([], ring, &1)},
       {"HRW.moves/4 in Elixir", &HRW.moves(["k"], &1, @nodes, scorer: @phash2)},
       {"HRW.moved_fraction/4", &HRW.moved_fraction(["k"], &1, ring)},
-      {"HRW.Cluster.moves/4 old", &HRW.Cluster.moves(["k"], &1, ring)},
-      {"HRW.Cluster.moves/4 new", &HRW.Cluster.moves(["k"], ring, &1, 2)},
-      {"HRW.Cluster.moves/4 without keys", &HRW.Cluster.moves([], ring, &1)}
+      {"HRW.Cluster.replica_moves/4 old", &HRW.Cluster.replica_moves(["k"], &1, ring)},
+      {"HRW.Cluster.replica_moves/4 new", &HRW.Cluster.replica_moves(["k"], ring, &1, 2)},
+      {"HRW.Cluster.replica_moves/4 without keys", &HRW.Cluster.replica_moves([], ring, &1)}
     ]
   end
 
@@ -190,8 +190,8 @@ defmodule HRW.InputsTest do
       {"HRW.Cluster.owners/4", &HRW.Cluster.owners(cluster, "k", &1)},
       {"HRW.Cluster.owners/4 back", &HRW.Cluster.owners(cluster, "k", &1, back: 1)},
       {"HRW.Cluster.stable_owners/3", &HRW.Cluster.stable_owners(cluster, "k", &1)},
-      {"HRW.Cluster.moves/4", &HRW.Cluster.moves(["k"], ring, nil, &1)},
-      {"HRW.Cluster.moves/4 without keys", &HRW.Cluster.moves([], ring, ring, &1)}
+      {"HRW.Cluster.replica_moves/4", &HRW.Cluster.replica_moves(["k"], ring, nil, &1)},
+      {"HRW.Cluster.replica_moves/4 without keys", &HRW.Cluster.replica_moves([], ring, ring, &1)}
     ]
 
     for count <- [-1, 1.0, :all, nil, "2", [2]] do
@@ -224,7 +224,7 @@ defmodule HRW.InputsTest do
       {"HRW.moves/4", &HRW.moves(&1, ring, @nodes)},
       {"HRW.moved_fraction/4", &HRW.moved_fraction(&1, ring, @nodes)},
       {"HRW.Bounded.assignments/3", &HRW.Bounded.assignments(&1, @nodes)},
-      {"HRW.Cluster.moves/4", &HRW.Cluster.moves(&1, ring, nil)}
+      {"HRW.Cluster.replica_moves/4", &HRW.Cluster.replica_moves(&1, ring, nil)}
     ]
 
     for keys <- [:keys, "keys", %{}, {"a", "b"}] do
@@ -313,16 +313,16 @@ defmodule HRW.InputsTest do
     assert owner == Enum.max_by(@nodes, &:erlang.phash2({"k", &1}))
   end
 
-  test "HRW.Cluster.moves/4 takes a proper list of keys" do
+  test "HRW.Cluster.replica_moves/4 takes a proper list of keys" do
     ring = HRW.Ring.new(@nodes)
     bigger = HRW.Ring.new(["n4" | @nodes])
 
     for keys <- [[1 | 2], ["a", "b" | :tail], :keys, "keys", %{}] do
-      error = assert_raise ArgumentError, fn -> HRW.Cluster.moves(keys, ring, bigger) end
+      error = assert_raise ArgumentError, fn -> HRW.Cluster.replica_moves(keys, ring, bigger) end
       assert Exception.message(error) =~ "keys must be a"
     end
 
-    assert is_list(HRW.Cluster.moves(["a", "b"], ring, bigger))
+    assert is_list(HRW.Cluster.replica_moves(["a", "b"], ring, bigger))
   end
 
   test "HRW.Cluster.Fingerprint refuses what it cannot fingerprint, by name" do

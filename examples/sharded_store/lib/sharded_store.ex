@@ -19,7 +19,7 @@ defmodule ShardedStore do
       smaller one is told.
     * **Handoff**: each replica subscribes to the cluster's snapshots. On each
       change it lists the keys it holds whose two owners changed
-      (`HRW.Cluster.moves/4`, which also takes views without quorum) and pushes
+      (`HRW.Cluster.replica_moves/4`, which also takes views without quorum) and pushes
       them to their new owners, retrying until they hold them or stop being owners.
       A replica never drops an entry, so the former owners still hold it.
     * **Reads** (`get/1`) ask every member of this node's view and answer with the

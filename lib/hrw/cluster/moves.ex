@@ -1,21 +1,21 @@
 defmodule HRW.Cluster.Moves do
   @moduledoc false
-  # `HRW.Cluster.moves/4`: what a store must move between two views. A view is a
-  # snapshot, a structure, or `nil`; a view without a structure (no member, or no
+  # `HRW.Cluster.replica_moves/4`: what a store must move between two views. A view
+  # is a snapshot, a structure, or `nil`; a view without a structure (no member, or no
   # quorum) owns nothing, so every key moves to or from it.
 
-  @doc "`{key, old_owners, new_owners}` for each distinct key whose `count` best owners differ."
+  @doc "`{key, owners_before, owners_later}` for each distinct key whose `count` best owners differ."
   @spec between([term()], term(), term(), non_neg_integer()) :: [{term(), [node()], [node()]}]
-  def between(keys, old, new, count) do
-    old = structure(old)
-    new = structure(new)
+  def between(keys, before, later, count) do
+    before = structure(before)
+    later = structure(later)
 
     keys
     |> Enum.uniq()
     |> Enum.flat_map(fn key ->
-      before = owners(key, old, count)
-      later = owners(key, new, count)
-      if before == later, do: [], else: [{key, before, later}]
+      owners_before = owners(key, before, count)
+      owners_later = owners(key, later, count)
+      if owners_before == owners_later, do: [], else: [{key, owners_before, owners_later}]
     end)
   end
 

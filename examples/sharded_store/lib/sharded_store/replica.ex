@@ -191,12 +191,12 @@ defmodule ShardedStore.Replica do
   end
 
   # The keys whose two owners changed between the two snapshots
-  # (`HRW.Cluster.moves/4`), with the new owners that were not owners before (they
+  # (`HRW.Cluster.replica_moves/4`), with the new owners that were not owners before (they
   # may not hold the key).
   defp handoff(data, old, new, pending) do
     data
     |> Map.keys()
-    |> HRW.Cluster.moves(old, new, 2)
+    |> HRW.Cluster.replica_moves(old, new, 2)
     |> Enum.reduce(pending, fn {key, before, later}, pending ->
       targets = (later -- before) -- [node()]
 
