@@ -98,7 +98,11 @@ defmodule ShardedStore do
   Starts the `:pg` scope, the cluster and this node's replica (not linked to the
   caller). `opts`: `expected:` the number of nodes for the majority (default 5),
   `debounce:` the cluster's (default 50 ms), `forget:` how long a read of a key
-  whose two owners left the view refuses (default 5000 ms).
+  whose two owners left the view refuses (default 5000 ms), `lease:` the
+  cluster's `:lease` in ms (default `nil`, off; see "Silent partitions" in the
+  module doc): with it, a node counts toward the majority only the members that
+  answered its heartbeats within the lease, so a side cut off silently stops
+  acknowledging writes within the lease instead of at the `:nodedown`.
   """
   def start(opts \\ []) do
     expected = Keyword.get(opts, :expected, 5)
@@ -110,7 +114,8 @@ defmodule ShardedStore do
              source: {:pg, @scope, @group},
              debounce: Keyword.get(opts, :debounce, 50),
              depth: 2,
-             quorum: {:majority, expected}
+             quorum: {:majority, expected},
+             lease: Keyword.get(opts, :lease)
            ) do
       {:ok, _} = ShardedStore.Probe.start()
       Replica.start(Keyword.get(opts, :forget, 5_000))
