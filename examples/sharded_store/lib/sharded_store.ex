@@ -36,7 +36,7 @@ defmodule ShardedStore do
 
   With at most one failure per handoff window: a node killed, stopped, leaving or
   joining, or a clean partition (as OTP's default `prevent_overlapping_partitions`
-  makes every cut), and the next one only once the survivors agree on the members
+  makes every cut; a silent one too with `lease:`, see below), and the next one only once the survivors agree on the members
   and their handoff is done (the window: from the failure to that point, 6-153
   ms in the example's test on a loaded 2-core host, figures in
   `bench/results/sharded-store-2026-12-03.txt`):
@@ -63,10 +63,11 @@ defmodule ShardedStore do
       one; `forget:` is its guess.)
     * **Restarts**: nothing is on disk, so a node that restarts comes back empty:
       a restart counts as a failure.
-    * **Silent partitions** (packets dropped, no `:nodedown` yet): until failure
-      detection fires (`net_ticktime`), every side keeps its quorum; nothing here
-      is promised for them, and the test does not cover them. (`HRW.Cluster`'s
-      `:lease` option bounds that; this store does not set it.)
+    * **Silent partitions without `lease:`** (packets dropped, no `:nodedown`
+      yet): until failure detection fires (`net_ticktime`), every side keeps its
+      quorum, and a side without a majority goes on acknowledging writes to the
+      keys whose two owners are both on it; nothing here is promised for them
+      (see "Silent partitions and `lease:`").
     * **Non-transitive partitions** with `prevent_overlapping_partitions` set to
       `false`: both sides may reach a majority.
     * An error from `put/3` other than `:stale` and `:conflict` does not mean that
@@ -77,6 +78,49 @@ defmodule ShardedStore do
   failures per window; acknowledged by two of the three, a write is lost only
   when both failures take the two that held it before the third did. Or keep
   the copies on disk.
+
+  ## Silent partitions and `lease:`
+
+  A partition is silent when packets stop and no connection closes (a switch
+  dropping them, a paused VM): no `:nodedown` fires before `net_ticktime` (OTP's
+  default 60 s; a node is dropped 0.75 to 1.25 times it after its last byte), and
+  until then every member stays in every view. Without `lease:` both sides keep
+  their quorum meanwhile: in one manual run of the silent test without it, the
+  minority acknowledged 26,200 writes after the cut, the last 10.2 s after it
+  (`net_ticktime` 10).
+
+  With `lease: ms` (`start/1`, passed to `HRW.Cluster`'s `:lease`), a node counts
+  toward the majority only the members whose cluster answered one of its
+  heartbeats within the last `ms`. A silent partition that leaves a majority on
+  one side is then one more single fault, and the guarantees above hold for it
+  (the test cuts [2 | 3] silently with `lease: 1000`: no acknowledged write lost,
+  no stale read, in three runs):
+
+    * **the window up to the lease**: the side that hears no majority still
+      acknowledges writes to keys whose two owners are both on it, for at most the
+      lease after the cut plus the time its cluster takes to publish the lapse
+      (the last one 669-868 ms after the cut in the test, 1,151-1,250 writes
+      acknowledged meanwhile); they are kept and read back after the heal like any
+      other. After that it acknowledges nothing; its reads, which ask every
+      member, refuse throughout;
+    * **the majority side**, until its `:nodedown`s (`net_ticktime`) take the
+      others out of its views, acknowledges writes to keys whose two owners are
+      both on it; a write to a key with an owner across the cut waits for `put/3`'s
+      5 s timeout and is not acknowledged, and every read (it asks every member)
+      waits as long and answers `{:error, :unavailable}`. Once its views settle it
+      owns every key again;
+    * the 5 s of `forget:` count from the majority's `:nodedown`s: a key whose two
+      owners are cut off answers on the majority side what it holds once they have
+      passed (see "A partition longer than 5 s" above).
+
+  What it costs: the cluster's heartbeats. Each node sends one to each other
+  member every `ms / 3` and answers theirs: 2(n - 1) × 3000 / `ms` messages a
+  second per node (5 nodes with `lease: 1000`: 24 each, 120 in the cluster), see
+  docs/CLUSTER.md, "What it costs". And a lapse without a cut (a long garbage
+  collection, an overloaded scheduler, a lease below the links' worst round trip)
+  makes a node refuse writes and reads until the next answers. Pick a lease well
+  above the links' worst round trip and well below `net_ticktime`. Non-transitive
+  partitions are not made clean by the lease (above).
 
   Start it on each node with `start/1`; members are the nodes running a replica
   (a `:pg` group).
