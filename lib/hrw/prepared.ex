@@ -49,9 +49,9 @@ defmodule HRW.Prepared do
   # -- lookups ---------------------------------------------------------------------
 
   # The lookups take their arguments in `HRW`'s order (key first), so that
-  # `HRW.owner/3`'s fast path passes them on unmoved (swapping them on the way made
-  # a ring lookup a fifth slower, OTP 25, prod build), and `owner/2` reads every
-  # field a lookup needs in one match before it looks at the kind.
+  # `HRW.owner/3`'s fast path passes them on unmoved, and `owner/2` reads every
+  # field a lookup needs in one match before it looks at the kind (the fast path
+  # against its earlier form in HRW: bench/results/fast-path-ab-2026-12-03.txt).
 
   @doc """
   The owner of `key` in `target`, any term: a ring or skeleton without overrides
