@@ -313,9 +313,20 @@ defmodule HRW do
     end
   end
 
-  @doc false
-  # A bounded rendering of a user's value for an error message (`HRW.Brief`): every
-  # message that shows a user's value goes through it.
+  @doc ~S"""
+  A bounded rendering of `value` for an error message, the one every `ArgumentError`
+  of hrw shows a user's value with (libraries built on hrw, such as `HRW.Cluster`,
+  word theirs the same way). Bounded in time and size whatever the value: at most 3
+  levels and 5 elements per level, binaries and atoms cut to 64 bytes (between
+  characters: UTF-8 stays UTF-8), integers beyond 64 bits described by their size.
+
+      iex> HRW.brief(%{a: [1, 2, 3, 4, 5, 6]})
+      "%{:a => [1, 2, 3, 4, 5, ...]}"
+      iex> HRW.brief(String.duplicate("x", 100)) =~ ~r/^"x{64}"\.\.\. \(100 bytes\)$/
+      true
+      iex> HRW.brief(2 ** 100)
+      "an integer of 13 bytes"
+  """
   @spec brief(term()) :: String.t()
   defdelegate brief(value), to: HRW.Brief
 end

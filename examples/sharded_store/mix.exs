@@ -7,7 +7,7 @@ defmodule ShardedStore.MixProject do
       version: "0.1.0",
       elixir: "~> 1.14",
       start_permanent: Mix.env() == :prod,
-      deps: [{:hrw, path: "../.."}]
+      deps: [{:hrw_cluster, path: "../../cluster"}]
     ]
   end
 

@@ -1,10 +1,9 @@
 defmodule HRW.Options do
   @moduledoc false
   # The one home of "is this input valid?" for every public entry point (`HRW`,
-  # `HRW.Ring`, `HRW.Skeleton`, `HRW.Bounded`, `HRW.Cluster` and its lookups,
-  # `HRW.Cluster.Fingerprint`, the batches): the keyword-list check of options, the
-  # `:scorer` option, integer ranges, functions, the skeleton's `:cluster_size` and
-  # `:fanout`, counts, lookup targets, node and key lists (the one proper-list
+  # `HRW.Ring`, `HRW.Skeleton`, `HRW.Bounded`, the batches): the keyword-list check
+  # of options, the `:scorer` option, integer ranges, functions, the skeleton's
+  # `:cluster_size` and `:fanout`, counts, lookup targets, node and key lists (the one proper-list
   # check). Each check looks at values only: none builds a structure.
   #
   # One mistake, one message, whatever the entry point (test/hrw/inputs_test.exs

@@ -72,7 +72,7 @@ defmodule HRW.Weighted do
 
   @doc false
   # The one rule for a weight, the native paths' exactly: an integer or float in
-  # (0, 2^53]. `HRW.Cluster` checks `:weight_fn` results with it.
+  # (0, 2^53].
   defguard is_weight(weight)
            when is_number(weight) and weight > 0 and weight <= 9_007_199_254_740_992
 

@@ -4,8 +4,6 @@ defmodule HRW.InputsTest do
   # one mistake gets one message whatever the entry point.
   use ExUnit.Case, async: false
 
-  alias HRW.Cluster.Fingerprint
-
   @nodes ["n1", "n2", "n3"]
 
   # -- one mistake, one message, from every entry point -------------------------------
@@ -52,10 +50,7 @@ defmodule HRW.InputsTest do
       {"HRW.moves/4 later", &HRW.moves(["k"], ring, &1)},
       {"HRW.moves/4 without keys", &HRW.moves([], ring, &1)},
       {"HRW.moves/4 in Elixir", &HRW.moves(["k"], &1, @nodes, scorer: @phash2)},
-      {"HRW.moved_fraction/4", &HRW.moved_fraction(["k"], &1, ring)},
-      {"HRW.Cluster.replica_moves/4 old", &HRW.Cluster.replica_moves(["k"], &1, ring)},
-      {"HRW.Cluster.replica_moves/4 new", &HRW.Cluster.replica_moves(["k"], ring, &1, 2)},
-      {"HRW.Cluster.replica_moves/4 without keys", &HRW.Cluster.replica_moves([], ring, &1)}
+      {"HRW.moved_fraction/4", &HRW.moved_fraction(["k"], &1, ring)}
     ]
   end
 
@@ -111,7 +106,7 @@ defmodule HRW.InputsTest do
 
   # Every function that takes options: {caller as messages name it, call, a valid
   # option list that gives one option twice, that option}.
-  defp option_calls(cluster) do
+  defp option_calls do
     ring = HRW.Ring.new(@nodes)
     skeleton = HRW.build(@nodes)
     scorer = [scorer: %HRW{}, scorer: %HRW{}]
@@ -129,24 +124,12 @@ defmodule HRW.InputsTest do
       {"HRW.build/2", &HRW.build(@nodes, &1), [fanout: 2, fanout: 2]},
       {"HRW.Ring.new/2", &HRW.Ring.new(@nodes, &1), [overrides: %{}, overrides: %{}]},
       {"HRW.Bounded.assignments/3", &HRW.Bounded.assignments(["k"], @nodes, &1),
-       [epsilon: 1, epsilon: 1]},
-      {"HRW.Cluster", &HRW.Cluster.child_spec/1, [name: :x, depth: 1, depth: 1]},
-      {"HRW.Cluster", &HRW.Cluster.start_link/1, [name: :x, depth: 1, depth: 1]},
-      {"HRW.Cluster", &HRW.Cluster.start/1, [name: :x, depth: 1, depth: 1]},
-      {"HRW.Cluster lookup", &HRW.Cluster.owner(cluster, "k", &1), [back: 0, back: 0]},
-      {"HRW.Cluster lookup", &HRW.Cluster.owners(cluster, "k", 2, &1), [back: 0, back: 0]},
-      {"HRW.Cluster lookup", &HRW.Cluster.members(cluster, &1), [back: 0, back: 0]},
-      {"HRW.Cluster lookup", &HRW.Cluster.structure(cluster, &1), [back: 0, back: 0]},
-      {"HRW.Cluster.Fingerprint.of/2", &HRW.Cluster.Fingerprint.of(@nodes, &1),
-       [weighted: false, weighted: false]}
+       [epsilon: 1, epsilon: 1]}
     ]
   end
 
   test "a wrong option list gets one message, naming its caller, from every entry point" do
-    cluster = :hrw_inputs_options
-    start_supervised!({HRW.Cluster, name: cluster})
-
-    for {caller, call, twice} <- option_calls(cluster) do
+    for {caller, call, twice} <- option_calls() do
       calls = [{caller, call}]
 
       for opts <- [:x, [:x], %{}, [{"scorer", %HRW{}}], [{:a, 1} | :tail]] do
@@ -156,7 +139,7 @@ defmodule HRW.InputsTest do
 
       assert_one_message(calls, [bogus: 1], "#{caller} got unknown options: [:bogus]")
 
-      [{key, _} | _] = Enum.reject(twice, &match?({:name, _}, &1))
+      [{key, _} | _] = twice
 
       assert_one_message(
         calls,
@@ -166,7 +149,7 @@ defmodule HRW.InputsTest do
     end
 
     # A bad :scorer, wherever one is taken.
-    for {caller, call, [{:scorer, _} | _]} <- option_calls(cluster),
+    for {caller, call, [{:scorer, _} | _]} <- option_calls(),
         scorer <- [:x, "HRW", %{hash_fn: nil}] do
       assert_one_message(
         [{caller, call}],
@@ -177,8 +160,6 @@ defmodule HRW.InputsTest do
   end
 
   test "a wrong count gets one message from every function that takes one" do
-    cluster = :hrw_inputs_count
-    start_supervised!({HRW.Cluster, name: cluster, depth: 2})
     ring = HRW.Ring.new(@nodes)
 
     calls = [
@@ -186,12 +167,7 @@ defmodule HRW.InputsTest do
       {"HRW.owners/4 on a ring", &HRW.owners("k", ring, &1)},
       {"HRW.owners/4 on a skeleton", &HRW.owners("k", HRW.build(@nodes), &1)},
       {"HRW.owners/4 weighted", &HRW.owners("k", [{"a", 1}], &1, scorer: %HRW.Weighted{})},
-      {"HRW.owners/4 in Elixir", &HRW.owners("k", @nodes, &1, scorer: @phash2)},
-      {"HRW.Cluster.owners/4", &HRW.Cluster.owners(cluster, "k", &1)},
-      {"HRW.Cluster.owners/4 back", &HRW.Cluster.owners(cluster, "k", &1, back: 1)},
-      {"HRW.Cluster.stable_owners/3", &HRW.Cluster.stable_owners(cluster, "k", &1)},
-      {"HRW.Cluster.replica_moves/4", &HRW.Cluster.replica_moves(["k"], ring, nil, &1)},
-      {"HRW.Cluster.replica_moves/4 without keys", &HRW.Cluster.replica_moves([], ring, ring, &1)}
+      {"HRW.owners/4 in Elixir", &HRW.owners("k", @nodes, &1, scorer: @phash2)}
     ]
 
     for count <- [-1, 1.0, :all, nil, "2", [2]] do
@@ -199,15 +175,6 @@ defmodule HRW.InputsTest do
         calls,
         count,
         "count must be a non-negative integer, got: #{HRW.brief(count)}"
-      )
-    end
-
-    # The same words for the one other non-negative integer, `back:`.
-    for back <- [-1, 1.0, :all] do
-      assert_one_message(
-        [{"HRW.Cluster.owner/3", &HRW.Cluster.owner(cluster, "k", back: &1)}],
-        back,
-        "HRW.Cluster lookup :back must be a non-negative integer, got: #{HRW.brief(back)}"
       )
     end
   end
@@ -223,8 +190,7 @@ defmodule HRW.InputsTest do
       {"HRW.group_by_owner/3 in Elixir", &HRW.group_by_owner(&1, @nodes, scorer: @phash2)},
       {"HRW.moves/4", &HRW.moves(&1, ring, @nodes)},
       {"HRW.moved_fraction/4", &HRW.moved_fraction(&1, ring, @nodes)},
-      {"HRW.Bounded.assignments/3", &HRW.Bounded.assignments(&1, @nodes)},
-      {"HRW.Cluster.replica_moves/4", &HRW.Cluster.replica_moves(&1, ring, nil)}
+      {"HRW.Bounded.assignments/3", &HRW.Bounded.assignments(&1, @nodes)}
     ]
 
     for keys <- [:keys, "keys", %{}, {"a", "b"}] do
@@ -312,41 +278,4 @@ defmodule HRW.InputsTest do
     assert owner in @nodes
     assert owner == Enum.max_by(@nodes, &:erlang.phash2({"k", &1}))
   end
-
-  test "HRW.Cluster.replica_moves/4 takes a proper list of keys" do
-    ring = HRW.Ring.new(@nodes)
-    bigger = HRW.Ring.new(["n4" | @nodes])
-
-    for keys <- [[1 | 2], ["a", "b" | :tail], :keys, "keys", %{}] do
-      error = assert_raise ArgumentError, fn -> HRW.Cluster.replica_moves(keys, ring, bigger) end
-      assert Exception.message(error) =~ "keys must be a"
-    end
-
-    assert is_list(HRW.Cluster.replica_moves(["a", "b"], ring, bigger))
-  end
-
-  test "HRW.Cluster.Fingerprint refuses what it cannot fingerprint, by name" do
-    for {call, said} <- [
-          {fn -> Fingerprint.of([:a | :b]) end, "a proper list of members"},
-          {fn -> Fingerprint.of([:a], untyped(:weighted)) end, "a keyword list of options"},
-          {fn -> Fingerprint.of([:a], bogus: 1) end, "got unknown options: [:bogus]"},
-          {fn -> Fingerprint.of([:a], weighted: :yes) end, ":weighted must be true or false"},
-          {fn -> Fingerprint.of([{:a, Integer.pow(2, 1100)}]) end, "0 < weight <= 2^53"},
-          {fn -> Fingerprint.of(:a) end, "a list of members"},
-          {fn -> Fingerprint.hex(-1) end, "an integer in 0..2^64-1"},
-          {fn -> Fingerprint.hex(:a) end, "an integer in 0..2^64-1"},
-          {fn -> Fingerprint.hex(Integer.pow(2, 64)) end, "an integer in 0..2^64-1"},
-          {fn -> Fingerprint.hex(Integer.pow(2, 1_000_000)) end, "an integer in 0..2^64-1"}
-        ] do
-      error = assert_raise ArgumentError, call
-      assert Exception.message(error) =~ said
-    end
-
-    assert Fingerprint.hex(0) == "0000000000000000"
-    assert Fingerprint.hex(0xFFFF_FFFF_FFFF_FFFF) == "ffffffffffffffff"
-  end
-
-  # Hides a value's type from Elixir 1.20's type checker, which would otherwise
-  # reject, at compile time, a call the test makes on purpose with a bad argument.
-  defp untyped(value), do: Process.get(:hrw_inputs_test_unset, value)
 end

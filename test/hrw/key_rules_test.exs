@@ -198,36 +198,6 @@ defmodule HRW.KeyRulesTest do
     assert HRW.owner_batch([nested(300)], skeleton) == ["p"]
   end
 
-  test "HRW.Cluster lookups follow the same rule, and refuse such overrides" do
-    name = :hrw_key_rules_cluster
-    deep = nested(300)
-
-    for opts <- [[overrides: %{deep => "p"}], [structure: :ring, overrides: %{deep => "p"}]] do
-      error = assert_raise ArgumentError, fn -> HRW.Cluster.start_link([name: name] ++ opts) end
-      assert error.message =~ "HRW.Cluster option :overrides: key "
-    end
-
-    pid = start_supervised!({HRW.Cluster, name: name, overrides: hashable_overrides()})
-    structure = HRW.Cluster.structure(name)
-
-    for key <- keys() do
-      expected = attempt(fn -> HRW.owner(key, structure) end)
-      assert attempt(fn -> HRW.Cluster.owner(name, key) end) == expected
-      assert attempt(fn -> HRW.Cluster.owners(name, key, 2) end) |> map_ok(&hd/1) == expected
-
-      assert attempt(fn -> HRW.Cluster.stable_owners(name, key, 2) end) |> map_ok(&hd/1) ==
-               expected
-
-      if key in too_deep(), do: assert(expected == {:error, ArgumentError})
-    end
-
-    error = assert_raise ArgumentError, fn -> HRW.Cluster.put_overrides(name, %{deep => "p"}) end
-
-    assert error.message =~ "HRW.Cluster.put_overrides/2 option :overrides: key "
-    assert HRW.Cluster.structure(name) == structure
-    assert Process.alive?(pid)
-  end
-
   defp target_overrides(%HRW.Ring{} = ring), do: HRW.Ring.overrides(ring)
   defp target_overrides(%HRW.Skeleton{} = skeleton), do: HRW.Skeleton.overrides(skeleton)
   defp target_overrides(_list), do: %{}

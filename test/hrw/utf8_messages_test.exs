@@ -1,10 +1,7 @@
 defmodule HRW.Utf8MessagesTest do
   # Error messages and log lines cut users' values short; a cut never falls inside a
-  # character, so every message stays valid UTF-8 whatever the value. HRW.Cluster
-  # names are checked by the VM's own rule for atoms (at most 255 code points).
+  # character, so every message stays valid UTF-8 whatever the value.
   use ExUnit.Case, async: true
-
-  import ExUnit.CaptureLog
 
   # Loose: brief/1 shows 5 × 5 leaves of at most 64 bytes and a size (the tight bounds are
   # error_message_test.exs's); here what matters is UTF-8.
@@ -72,9 +69,9 @@ defmodule HRW.Utf8MessagesTest do
 
   # The (call, value) pairs, by index, that answer instead of raising: a list of
   # texts (value 29) is a node list or a key list for calls 7 to 12, and a map of
-  # atoms (value 31) is a valid map of overrides (calls 19 and 26). Every other
+  # atoms (value 31) is a valid map of overrides (call 19). Every other
   # pair must raise.
-  @answered [{7, 29}, {8, 29}, {9, 29}, {10, 29}, {11, 29}, {12, 29}, {19, 31}, {26, 31}]
+  @answered [{7, 29}, {8, 29}, {9, 29}, {10, 29}, {11, 29}, {12, 29}, {19, 31}]
 
   test "every error path that shows a value is valid UTF-8" do
     # (Failure texts name values by their index: a label must not itself be the
@@ -104,13 +101,7 @@ defmodule HRW.Utf8MessagesTest do
         fn -> HRW.Ring.new([{"a", value}], scorer: %HRW.Weighted{}) end,
         fn -> HRW.Ring.new(["a"], overrides: value) end,
         fn -> HRW.Ring.new(["a"], overrides: %{value => []}) end,
-        fn -> HRW.build(["a"], overrides: %{{value, nested(300)} => "p"}) end,
-        fn -> HRW.Cluster.owner(value, "k") end,
-        fn -> HRW.Cluster.subscribe(value) end,
-        fn -> HRW.Cluster.start_link(name: :hrw_utf8, debounce: value) end,
-        fn -> HRW.Cluster.start_link(name: :hrw_utf8, allow: value) end,
-        fn -> HRW.Cluster.start_link(name: :hrw_utf8, overrides: value) end,
-        fn -> HRW.Cluster.child_spec(name: :hrw_utf8, source: value) end
+        fn -> HRW.build(["a"], overrides: %{{value, nested(300)} => "p"}) end
       ]
 
       for {call, i} <- Enum.with_index(calls) do
@@ -129,97 +120,5 @@ defmodule HRW.Utf8MessagesTest do
     |> then(&assert(&1 == @answered, "calls that answered: #{inspect(&1)}"))
   end
 
-  test "HRW.Cluster failures and log lines that name a value are valid UTF-8" do
-    name = String.to_atom(String.duplicate("é", 100))
-
-    for {value, v} <- Enum.with_index(hostile()) do
-      log =
-        capture_log(fn ->
-          assert {:error, {:evaluation_failed, message}} =
-                   HRW.Cluster.start(name: name, weight_fn: fn _ -> value end)
-
-          assert_valid(message, "weight_fn returning value #{v}")
-
-          assert {:error, {:evaluation_failed, message}} =
-                   HRW.Cluster.start(
-                     name: name,
-                     weight_fn: fn _ -> raise ArgumentError, text(value) end
-                   )
-
-          assert_valid(message, "weight_fn raising value #{v}")
-        end)
-
-      assert String.valid?(log), "log not UTF-8: #{inspect(log, binaries: :as_binaries)}"
-    end
-
-    {:ok, pid} = HRW.Cluster.start(name: name)
-
-    log =
-      capture_log([level: :debug], fn ->
-        for value <- hostile(), do: send(pid, {:hrw_utf8_test, value})
-        # A call is answered after the messages sent before it are handled.
-        assert HRW.Cluster.subscribe(name) == :ok
-      end)
-
-    assert String.valid?(log), "log not UTF-8: #{inspect(log, binaries: :as_binaries)}"
-    assert log =~ "ignored {:hrw_utf8_test, "
-    GenServer.stop(pid)
-  end
-
-  defp text(value) when is_binary(value), do: value
-  defp text(value), do: inspect(value)
-
   defp nested(n), do: Enum.reduce(1..n, :leaf, fn _, acc -> [acc] end)
-
-  describe "HRW.Cluster names" do
-    # 243 code points is the most: the server's name adds 12 ("HRW.Cluster:") and
-    # an atom holds at most 255.
-    test "are counted in code points, as the VM counts an atom's length" do
-      combining = fn cps ->
-        String.duplicate("e\u0301", div(cps, 2)) <> String.duplicate("e", rem(cps, 2))
-      end
-
-      for cps <- [242, 243] do
-        name = String.to_atom(combining.(cps))
-        assert length(Atom.to_charlist(name)) == cps
-        {:ok, pid} = HRW.Cluster.start(name: name)
-        assert HRW.Cluster.owner(name, "k") == node()
-        assert HRW.Cluster.subscribe(name) == :ok
-        GenServer.stop(pid)
-      end
-
-      # Four-byte characters count once each.
-      name = String.to_atom(String.duplicate("😀", 243))
-      {:ok, pid} = HRW.Cluster.start(name: name)
-      GenServer.stop(pid)
-
-      # 127 × "e\u0301" is 127 graphemes but 254 code points (the report), 255 is
-      # the longest atom.
-      for cps <- [244, 254, 255] do
-        name = String.to_atom(combining.(cps))
-
-        for call <- [
-              fn -> HRW.Cluster.start(name: name) end,
-              fn -> HRW.Cluster.start_link(name: name) end,
-              fn -> HRW.Cluster.child_spec(name: name) end
-            ] do
-          error = assert_raise ArgumentError, call
-          assert error.message =~ "at most 243 characters (code points)"
-          assert_valid(error.message, "name of #{cps} code points")
-        end
-
-        for call <- [
-              fn -> HRW.Cluster.subscribe(name) end,
-              fn -> HRW.Cluster.put_overrides(name, %{}) end,
-              fn -> HRW.Cluster.owner(name, "k") end
-            ] do
-          error = assert_raise ArgumentError, call
-          assert error.message =~ "is running"
-        end
-      end
-
-      # 256 code points is no atom at all: the VM refuses it.
-      assert_raise SystemLimitError, fn -> String.to_atom(combining.(256)) end
-    end
-  end
 end

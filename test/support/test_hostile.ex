@@ -14,8 +14,8 @@ defmodule HRW.TestHostile do
   @nodes ["n1", "n2", "n3", :n4, {:n, 5}]
   @weighted [{"n1", 1}, {"n2", 2.5}, {:n3, 7}]
 
-  @doc "The structures the calls run on; `cluster` names a running `HRW.Cluster`."
-  def targets(cluster) do
+  @doc "The structures the calls run on."
+  def targets do
     ring = HRW.Ring.new(@nodes)
     skeleton = HRW.build(@nodes, cluster_size: 2)
     wring = HRW.Ring.new(@weighted, scorer: %HRW.Weighted{})
@@ -26,22 +26,23 @@ defmodule HRW.TestHostile do
       ring: ring,
       skeleton: skeleton,
       wring: wring,
-      wskeleton: wskeleton,
-      cluster: cluster
+      wskeleton: wskeleton
     }
   end
 
   # Every public entry point, with `t` in each argument position that takes terms,
   # in three groups: `:native` (t reaches the NIF), `:elixir` (t is hashed by an
-  # Elixir scorer, hrw 0.2.1's path) and `:option` (t is an option, a count or a
-  # cluster name: validated in Elixir, whose error messages inspect it).
+  # Elixir scorer, hrw 0.2.1's path) and `:option` (t is an option or a count:
+  # validated in Elixir, whose error messages inspect it). A group may also be a
+  # function of `t` giving more labelled calls (a library built on hrw adds its own).
   defp calls(t, targets, groups) do
     Enum.flat_map(groups, &group(&1, t, targets))
   end
 
+  defp group(more, t, _targets) when is_function(more, 1), do: more.(t)
+
   defp group(:native, t, targets) do
     %{list: list, ring: ring, skeleton: skeleton, wring: wring, wskeleton: wskeleton} = targets
-    cluster = targets.cluster
     w = [scorer: %HRW.Weighted{}]
 
     [
@@ -92,9 +93,7 @@ defmodule HRW.TestHostile do
       w_score_key: fn -> HRW.Weighted.score(%HRW.Weighted{}, t, {"a", 1}) end,
       w_score_entry: fn -> HRW.Weighted.score(%HRW.Weighted{}, "k", t) end,
       w_batch: fn -> HRW.owner_batch([t], wskeleton) end,
-      w_batch_list: fn -> HRW.group_by_owner([t], [{t, 1}, {"a", 2}], w) end,
-      cluster_owner: fn -> HRW.Cluster.owner(cluster, t) end,
-      cluster_owners: fn -> HRW.Cluster.owners(cluster, t, 2) end
+      w_batch_list: fn -> HRW.group_by_owner([t], [{t, 1}, {"a", 2}], w) end
     ]
   end
 
@@ -117,7 +116,7 @@ defmodule HRW.TestHostile do
     ]
   end
 
-  defp group(:option, t, %{list: list, cluster: cluster}) do
+  defp group(:option, t, %{list: list}) do
     [
       count_as_t: fn -> HRW.owners("k", list, t) end,
       opts_as_t: fn -> HRW.owner("k", list, t) end,
@@ -126,13 +125,6 @@ defmodule HRW.TestHostile do
       bounded_epsilon: fn -> HRW.Bounded.assignments(["k", "j", "i"], ["a"], epsilon: t) end,
       bounded_hash_fn_epsilon: fn ->
         HRW.Bounded.assignments(["k", "j", "i"], ["a"], epsilon: t, hash_fn: &:erlang.phash2/1)
-      end,
-      cluster_name: fn -> HRW.Cluster.owner(t, "k") end,
-      cluster_count: fn -> HRW.Cluster.owners(cluster, "k", t) end,
-      cluster_start: fn ->
-        # Never starts: the :pg scope does not exist (after the options are checked).
-        {:error, _} =
-          HRW.Cluster.start(name: :hrw_never, debounce: t, source: {:pg, :hrw_no_scope, :g})
       end
     ]
   end

@@ -15,7 +15,7 @@ defmodule HRW.Cluster do
   the concepts the functions' docs refer to, section by section.
   """
 
-  alias HRW.Cluster.{Agreement, History, Moves, Options, Server}
+  alias HRW.Cluster.{Agreement, Check, History, Moves, Options, Server}
 
   @typedoc "A cluster's name, as given in `:name`."
   @type name :: atom()
@@ -152,7 +152,7 @@ defmodule HRW.Cluster do
   @spec owners(name(), term(), non_neg_integer(), [lookup_option()]) :: [node()]
   def owners(name, key, count, opts \\ []) do
     structure = structure(name, opts)
-    count = HRW.Options.count!(count)
+    count = Check.count!(count)
     if structure == nil, do: [], else: HRW.owners(key, structure, count)
   end
 
@@ -232,8 +232,7 @@ defmodule HRW.Cluster do
   @spec await_agreement(name(), non_neg_integer()) ::
           {:ok, non_neg_integer()} | {:error, disagreement()}
   def await_agreement(name, timeout) do
-    timeout =
-      HRW.Options.integer!(timeout, "HRW.Cluster.await_agreement/2", :timeout, 0, 4_294_967_295)
+    timeout = Check.integer!(timeout, "HRW.Cluster.await_agreement/2", :timeout, 0, 4_294_967_295)
 
     _ = snapshot(name)
     Agreement.await(name, System.monotonic_time(:millisecond) + timeout)
@@ -261,8 +260,8 @@ defmodule HRW.Cluster do
         ) ::
           [{term(), [node()], [node()]}]
   def replica_moves(keys, before, later, count \\ 1) do
-    keys = HRW.Options.keys!(keys, proper: true)
-    count = HRW.Options.count!(count)
+    keys = Check.keys!(keys)
+    count = Check.count!(count)
     Moves.between(keys, before, later, count)
   end
 
@@ -337,7 +336,7 @@ defmodule HRW.Cluster do
   """
   @spec put_overrides(name(), %{optional(term()) => node() | [node()]}) :: :ok
   def put_overrides(name, overrides) do
-    overrides = HRW.Overrides.new!(overrides, "HRW.Cluster.put_overrides/2", true)
+    overrides = Check.overrides!(overrides, "HRW.Cluster.put_overrides/2")
 
     case GenServer.call(Server.pid!(name), {:put_overrides, overrides}, 60_000) do
       :ok -> :ok
@@ -380,7 +379,7 @@ defmodule HRW.Cluster do
   """
   @spec subscribe(name(), :structures | :snapshots) :: :ok
   def subscribe(name, format) do
-    format = HRW.Options.one_of!(format, "HRW.Cluster.subscribe/2", [:structures, :snapshots])
+    format = Check.one_of!(format, "HRW.Cluster.subscribe/2", [:structures, :snapshots])
     GenServer.call(Server.pid!(name), {:subscribe, self(), format})
   end
 

@@ -10,15 +10,20 @@ unless Node.alive?() do
     })
 end
 
-# The library's silent-partition harness (test/support, not part of the :hrw
-# dependency's build): compiled here and written to disk, because its peers load
+# The cluster package's silent-partition harness (cluster/test/support, not part of
+# the :hrw_cluster dependency's build) and the repository's timeout helper it uses:
+# compiled here and written to disk, because its peers load
 # HRW.SilentPartition.Epmd at boot from the code path they are given.
-support = Path.expand("../../../test/support", __DIR__)
+repository = Path.expand("../../..", __DIR__)
 ebin = Path.join(Mix.Project.build_path(), "hrw_test_support/ebin")
 File.mkdir_p!(ebin)
 
-for file <- ["test_timeouts.ex", "silent_partition_epmd.ex", "silent_partition.ex"],
-    {module, binary} <- Code.compile_file(Path.join(support, file)) do
+for file <- [
+      "test/support/test_timeouts.ex",
+      "cluster/test/support/silent_partition_epmd.ex",
+      "cluster/test/support/silent_partition.ex"
+    ],
+    {module, binary} <- Code.compile_file(Path.join(repository, file)) do
   File.write!(Path.join(ebin, "#{module}.beam"), binary)
 end
 

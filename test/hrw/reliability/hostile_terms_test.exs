@@ -17,15 +17,6 @@ defmodule HRW.Reliability.HostileTermsTest do
   import Bitwise
   import HRW.TestHostile
 
-  setup_all do
-    # A running cluster, so HRW.Cluster lookups are exercised with hostile keys too.
-    {:ok, cluster} = HRW.Cluster.start(name: :hrw_hostile_terms)
-    on_exit(fn -> GenServer.stop(cluster) end)
-    :ok
-  end
-
-  defp targets, do: HRW.TestHostile.targets(:hrw_hostile_terms)
-
   # The structure a (possibly tampered) struct's own fields describe.
   defp rebuilt(%HRW.Ring{nodes: nodes}), do: HRW.Ring.new(Tuple.to_list(nodes))
 

@@ -16,15 +16,6 @@ defmodule HRW.Reliability.RandomTermsTest do
   import Bitwise
   import HRW.TestHostile
 
-  setup_all do
-    # A running cluster, so HRW.Cluster lookups are exercised with hostile keys too.
-    {:ok, cluster} = HRW.Cluster.start(name: :hrw_random_terms)
-    on_exit(fn -> GenServer.stop(cluster) end)
-    :ok
-  end
-
-  defp targets, do: HRW.TestHostile.targets(:hrw_random_terms)
-
   test "#{@random_terms} random terms (seeded) through every public function" do
     :rand.seed(:exsss, {1, 2, @seed})
     targets = targets()

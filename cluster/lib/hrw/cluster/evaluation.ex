@@ -7,7 +7,7 @@ defmodule HRW.Cluster.Evaluation do
   # waits for it (`await/3`: its first evaluation, `put_overrides/2`) or receives
   # its `result_message/2` and `timeout_message/1` (membership changes).
 
-  import HRW.Weighted, only: [is_weight: 1]
+  import HRW.Cluster.Check, only: [is_weight: 1]
 
   @result :"$hrw_cluster_result"
   @timeout :"$hrw_cluster_timeout"

@@ -21,7 +21,9 @@ defmodule HRW.Cluster.Fingerprint do
   """
 
   import Bitwise
-  import HRW.Weighted, only: [is_weight: 1]
+  import HRW.Cluster.Check, only: [is_weight: 1]
+
+  alias HRW.Cluster.Check
 
   @mask 0xFFFF_FFFF_FFFF_FFFF
 
@@ -51,14 +53,14 @@ defmodule HRW.Cluster.Fingerprint do
   def of(members, opts) when is_list(members) do
     caller = "HRW.Cluster.Fingerprint.of/2"
 
-    unless HRW.Options.proper?(members),
+    unless Check.proper?(members),
       do: raise(ArgumentError, "#{caller} takes a proper list of members")
 
-    HRW.Options.check!(opts, caller, [:weighted])
+    Check.check!(opts, caller, [:weighted])
 
     weighted =
       case Keyword.fetch(opts, :weighted) do
-        {:ok, weighted} -> HRW.Options.one_of!(weighted, "#{caller} :weighted", [true, false])
+        {:ok, weighted} -> Check.one_of!(weighted, "#{caller} :weighted", [true, false])
         :error -> weighted?(members)
       end
 

@@ -5,7 +5,7 @@ defmodule HRW.Cluster.History do
   # without quorum), the one a lookup's `back:` names, and a key's owners over all
   # of them (`HRW.Cluster.stable_owners/3`).
 
-  alias HRW.Cluster.{Options, Server}
+  alias HRW.Cluster.{Check, Options, Server}
 
   @doc "The number of generations published so far."
   @spec generation(atom()) :: pos_integer()
@@ -30,7 +30,7 @@ defmodule HRW.Cluster.History do
   @spec stable_owners(atom(), term(), term()) :: [node()]
   def stable_owners(name, key, count) do
     {_generation, history} = Server.entry!(name)
-    count = HRW.Options.count!(count)
+    count = Check.count!(count)
 
     history
     |> Tuple.to_list()

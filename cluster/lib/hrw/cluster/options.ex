@@ -3,8 +3,10 @@ defmodule HRW.Cluster.Options do
   # The options of `HRW.Cluster` ("Options" and "Names" in docs/CLUSTER.md): checked once,
   # when the server starts or `child_spec/1` is built, into the server's settings;
   # and the `back:` option of its lookups. The checks themselves (keyword list,
-  # integer ranges, functions, the skeleton's `:cluster_size`) are `HRW.Options`'s,
-  # the ones every entry point uses; this module says which option takes which.
+  # integer ranges, functions, the skeleton's `:cluster_size`) are `HRW.Cluster.Check`'s,
+  # worded as the hashing package's; this module says which option takes which.
+
+  alias HRW.Cluster.Check
 
   @default_debounce 100
   @default_callback_timeout 5_000
@@ -42,12 +44,12 @@ defmodule HRW.Cluster.Options do
   """
   @spec config!(term()) :: map()
   def config!(opts) do
-    HRW.Options.check!(opts, "HRW.Cluster", @options)
+    Check.check!(opts, "HRW.Cluster", @options)
 
     name = name!(opts)
 
     structure = Keyword.get(opts, :structure, :skeleton)
-    _ = HRW.Options.one_of!(structure, "HRW.Cluster :structure", [:skeleton, :ring])
+    _ = Check.one_of!(structure, "HRW.Cluster :structure", [:skeleton, :ring])
 
     %{
       name: name,
@@ -63,7 +65,7 @@ defmodule HRW.Cluster.Options do
       weight_fn: weight_fn!(Keyword.get(opts, :weight_fn)),
       quorum: quorum!(Keyword.get(opts, :quorum, 1)),
       lease: lease!(Keyword.get(opts, :lease)),
-      overrides_option: HRW.Overrides.new!(Keyword.get(opts, :overrides), "HRW.Cluster", true)
+      overrides_option: Check.overrides!(Keyword.get(opts, :overrides), "HRW.Cluster")
     }
   end
 
@@ -93,7 +95,7 @@ defmodule HRW.Cluster.Options do
 
       {:ok, size} ->
         # Checked now, by the same check as HRW.build/2's, rather than at the first change.
-        [cluster_size: HRW.Options.cluster_size!(size, "HRW.Cluster")]
+        [cluster_size: Check.cluster_size!(size, "HRW.Cluster")]
     end
   end
 
@@ -106,7 +108,7 @@ defmodule HRW.Cluster.Options do
   end
 
   defp integer!(opts, key, default, min, max),
-    do: HRW.Options.integer!(Keyword.get(opts, key, default), "HRW.Cluster", key, min, max)
+    do: Check.integer!(Keyword.get(opts, key, default), "HRW.Cluster", key, min, max)
 
   defp poll_interval!(opts) do
     if Keyword.has_key?(opts, :poll_interval),
@@ -170,7 +172,7 @@ defmodule HRW.Cluster.Options do
             "(milliseconds), got: #{HRW.brief(other)}"
   end
 
-  defp weight_fn!(fun), do: HRW.Options.function!(fun, "HRW.Cluster :weight_fn")
+  defp weight_fn!(fun), do: Check.function!(fun, "HRW.Cluster :weight_fn")
 
   @doc """
   Whether `name` is a valid cluster name: an atom other than `nil`, `true` and
@@ -196,13 +198,13 @@ defmodule HRW.Cluster.Options do
 
   @doc """
   The `back:` of a lookup's options (`owner/3`, `owners/4`, `members/2`,
-  `structure/2`), checked by `HRW.Options` like every entry point's options, and
+  `structure/2`), checked by `HRW.Cluster.Check` like every entry point's options, and
   against the history's depth.
   """
   @spec back!(term(), pos_integer(), atom()) :: non_neg_integer()
   def back!(opts, depth, name) do
-    HRW.Options.check!(opts, @lookup, [:back])
-    back = HRW.Options.non_neg_integer!(Keyword.get(opts, :back, 0), "#{@lookup} :back")
+    Check.check!(opts, @lookup, [:back])
+    back = Check.non_neg_integer!(Keyword.get(opts, :back, 0), "#{@lookup} :back")
 
     if back < depth do
       back

@@ -1,0 +1,1 @@
+../../../test/support/test_hostile.ex
