@@ -73,7 +73,7 @@ defmodule HRW.MixProject do
       links: %{"Source" => @source_url},
       files: ~w(
         lib mix mix.exs .formatter.exs README.md LICENSE CHANGELOG.md docs/HASHING.md docs/NATIVE.md
-        docs/PLATFORMS.md docs/GUARANTEES.md docs/MIGRATING.md docs/CLUSTER.md
+        docs/PLATFORMS.md docs/GUARANTEES.md docs/MIGRATING.md
         checksum-Elixir.HRW.Native.exs
         docs/reference.py native/Cargo.toml native/Cargo.lock
         native/hrw_core/Cargo.toml native/hrw_core/src

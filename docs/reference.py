@@ -760,13 +760,18 @@ def pinned_default_cluster_size():
 
 
 # ---------------------------------------------------------------------------
-# §7: member-set fingerprints, transcribed from the text.
+# §7: member-set fingerprints (cluster/docs/FINGERPRINT.md), transcribed from the text.
 
 def splitmix_out(z):
     z = (z + 0x9E3779B97F4A7C15) & MASK
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
     return z ^ (z >> 31)
+
+
+def float_bits(w):
+    """The IEEE-754 binary64 bits of float(w), as an unsigned integer."""
+    return struct.unpack("<Q", struct.pack("<d", float(w)))[0]
 
 
 def fingerprint(members, weighted=None):
@@ -783,7 +788,7 @@ def fingerprint(members, weighted=None):
             nid = term_id(node)
             first, kept = largest.get(nid, (node, w))
             largest[nid] = (first, max(kept, w))
-        ids = {term_id((node, float(w))) for node, w in largest.values()}
+        ids = {term_id((term_id(node), float_bits(w))) for node, w in largest.values()}
     else:
         ids = {term_id(m) for m in members}
     total = sum(splitmix_out(i) for i in ids) & MASK
@@ -796,6 +801,12 @@ def pinned_fingerprints():
     for members in ([], [a], [a, b], [b, a, c], [(a, 1), (b, 2.5)], [b"cache-1", b"cache-2"],
                     [(a, 1), (a, 2)], [(a, 2)], [(a, 1), b], [b, (a, 1)]):
         print(f"0x{fingerprint(members):016x}", members)
+    # A weighted node nested 256 deep (its innermost atom at depth 256), as
+    # HRW.build/2 takes it: [[...[:leaf]...]], weight 3.
+    deep = Atom("leaf")
+    for _ in range(256):
+        deep = [deep]
+    print(f"0x{fingerprint([(deep, 3)]):016x}", "[{nested 256 deep, 3}]")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# A/B of HRW.Cluster.owner/2: this tree against a baseline tree (BASE, default
-# /tmp/cluster-base, made with `git archive <commit> | tar -x -C BASE`), both
+# A/B of HRW.Cluster.owner/2: this package (cluster/) against a baseline (BASE,
+# default /tmp/cluster-base: the folder of the Mix project that holds HRW.Cluster in
+# a tree made with `git archive <commit> | tar -x -C DIR`, DIR/cluster, or DIR itself
+# for a tree whose root project holds HRW.Cluster), both
 # compiled with MIX_ENV=prod; RUNS interleaved VM runs of each, each printing the
 # ns per lookup of its rounds; then the medians over all rounds and their ratio,
 # and the median of the per-pair ratios (each pair ran back to back, so it saw

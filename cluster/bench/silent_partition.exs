@@ -1,6 +1,6 @@
 # Silent partitions of 5 peers, [2|3], with and without HRW.Cluster's :lease.
 #
-#   MIX_ENV=test mix run bench/silent_partition.exs     (from the repository root)
+#   MIX_ENV=test mix run bench/silent_partition.exs     (from cluster/)
 #
 # Settings (environment): LEASE (ms, default 1000), RUNS (per mode, default 3),
 # NET_TICKTIME (the peers' net_ticktime in s, default 5), SETTLE (ms the writers

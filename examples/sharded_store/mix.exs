@@ -7,7 +7,9 @@ defmodule ShardedStore.MixProject do
       version: "0.1.0",
       elixir: "~> 1.14",
       start_permanent: Mix.env() == :prod,
-      deps: [{:hrw_cluster, path: "../../cluster"}]
+      # The cluster package, and the hashing package it builds on (whose HRW.owners/3
+      # the store calls too).
+      deps: [{:hrw_cluster, path: "../../cluster"}, {:hrw, path: "../.."}]
     ]
   end
 

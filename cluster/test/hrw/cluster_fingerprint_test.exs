@@ -1,29 +1,30 @@
 defmodule HRW.ClusterFingerprintTest do
   use ExUnit.Case, async: true
-  @moduletag :cpu_dependent
 
   import Bitwise
   alias HRW.Cluster.Fingerprint
 
   doctest HRW.Cluster.Fingerprint
 
-  # docs/HASHING.md §7: cross-checked with docs/reference.py's term ids.
+  # docs/FINGERPRINT.md: cross-checked with ../docs/reference.py's term ids.
   @vectors [
     {[], 0xE220A8397B1DCDAF},
     {[:"a@127.0.0.1"], 0xC6DA3682B95FA4D4},
     {[:"a@127.0.0.1", :"b@127.0.0.1"], 0x7EE530DD8C159E1E},
     {[:"b@127.0.0.1", :"a@127.0.0.1", :"c@127.0.0.1"], 0x35F133CFD79AD90E},
-    {[{:"a@127.0.0.1", 1}, {:"b@127.0.0.1", 2.5}], 0xE05ABB5FB83027F1},
+    {[{:"a@127.0.0.1", 1}, {:"b@127.0.0.1", 2.5}], 0x20EF0D1E0BB95FAA},
     {["cache-1", "cache-2"], 0x1121E77D890254C9},
     # A weighted node given twice folds to its largest weight (§6).
-    {[{:"a@127.0.0.1", 1}, {:"a@127.0.0.1", 2}], 0xD7C16D33AA0417E5},
-    {[{:"a@127.0.0.1", 2}], 0xD7C16D33AA0417E5},
+    {[{:"a@127.0.0.1", 1}, {:"a@127.0.0.1", 2}], 0x40E498A8FDC16513},
+    {[{:"a@127.0.0.1", 2}], 0x40E498A8FDC16513},
     # Not every member {node, number}: bare, in either order.
     {[{:"a@127.0.0.1", 1}, :"b@127.0.0.1"], 0x5405969FE413EC08},
-    {[:"b@127.0.0.1", {:"a@127.0.0.1", 1}], 0x5405969FE413EC08}
+    {[:"b@127.0.0.1", {:"a@127.0.0.1", 1}], 0x5405969FE413EC08},
+    # A weighted node nested 256 deep, as HRW.build/2 takes it.
+    {[{Enum.reduce(1..256, :leaf, fn _, acc -> [acc] end), 3}], 0xAC90C791BBB38E27}
   ]
 
-  test "the pinned vectors of docs/HASHING.md §7" do
+  test "the pinned vectors of docs/FINGERPRINT.md" do
     for {members, expected} <- @vectors do
       assert Fingerprint.of(members) == expected, inspect(members)
     end
@@ -51,6 +52,80 @@ defmodule HRW.ClusterFingerprintTest do
     refute Fingerprint.of([{:a, 1}]) == Fingerprint.of([{:a, 2}])
     refute Fingerprint.of([{:a, 1}]) == Fingerprint.of([:a])
     assert Fingerprint.of([{:a, 2}]) == Fingerprint.of([{:a, 2.0}])
+  end
+
+  test "a weighted member's id is made from its node's id and its weight's bits" do
+    for {node, weight} <- [{:"a@127.0.0.1", 1}, {"cache-1", 2.5}, {{:x, [1]}, 2 ** 53}] do
+      <<bits::64>> = <<weight / 1::float-64>>
+      expected = HRW.term_id({HRW.term_id(node), bits})
+
+      assert Fingerprint.of([{node, weight}]) ==
+               Fingerprint.mix(bxor(1, Fingerprint.mix(expected)))
+    end
+  end
+
+  test "every weighted node a structure takes has a fingerprint, however deep" do
+    nested = fn n -> Enum.reduce(1..n, :leaf, fn _, acc -> [acc] end) end
+    deep = nested.(256)
+
+    # HRW.build/2 and HRW.Ring.new/2 take the node: so does the fingerprint, and it
+    # tells it from its neighbours in depth.
+    skeleton = HRW.build([{deep, 3}, {:a, 1}], scorer: %HRW.Weighted{})
+    assert {deep, 3} in HRW.Skeleton.nodes(skeleton)
+    assert HRW.Ring.nodes(HRW.Ring.new([{deep, 3}], scorer: %HRW.Weighted{})) == [{deep, 3}]
+    fingerprint = Fingerprint.of([{deep, 3}, {:a, 1}])
+    assert fingerprint == Fingerprint.of([{:a, 1.0}, {deep, 2}, {deep, 3}])
+    refute fingerprint == Fingerprint.of([{nested.(255), 3}, {:a, 1}])
+
+    # One level deeper no structure takes the node, and the fingerprint refuses it.
+    assert_raise ArgumentError, fn -> HRW.build([{nested.(257), 3}], scorer: %HRW.Weighted{}) end
+    assert_raise ArgumentError, ~r/nested deeper/, fn -> Fingerprint.of([{nested.(257), 3}]) end
+  end
+
+  test "a number is an integer or a float: {name, integer} members count as weighted" do
+    # Folded as a weighted structure folds them: one member, the largest weight.
+    assert Fingerprint.of([{:rack, 1}, {:rack, 2}]) == Fingerprint.of([{:rack, 2}])
+
+    assert Fingerprint.of([{:rack, 1}, {:rack, 2}]) ==
+             Fingerprint.of([{:rack, 2.0}], weighted: true)
+
+    refute Fingerprint.of([{:rack, 1}, {:rack, 2}]) ==
+             Fingerprint.of([{:rack, 1}, {:rack, 2}], weighted: false)
+
+    # 0 is a number but not a weight: the list is weighted, and refused.
+    assert_raise ArgumentError, ~r/0 < weight <= 2\^53/, fn -> Fingerprint.of([{:shard, 0}]) end
+
+    # Given as bare, it is one member: the tuple's own id.
+    assert Fingerprint.of([{:shard, 0}], weighted: false) ==
+             Fingerprint.mix(bxor(1, Fingerprint.mix(HRW.term_id({:shard, 0}))))
+
+    # Anything else in the second place (an atom, a binary, a list) makes the list bare.
+    for other <- [:x, "1", [1], true] do
+      assert Fingerprint.of([{:shard, other}]) ==
+               Fingerprint.of([{:shard, other}], weighted: false)
+    end
+  end
+
+  test "the range is checked on the exact weight, before it becomes a float" do
+    # 2^53 + 1 and 2^53 are the same float, but only 2^53 is a weight.
+    assert 9_007_199_254_740_993 / 1 == 9_007_199_254_740_992.0
+
+    assert Fingerprint.of([{:a, 9_007_199_254_740_992}]) ==
+             Fingerprint.of([{:a, 9_007_199_254_740_992.0}])
+
+    for weighted <- [[], [weighted: true]] do
+      assert_raise ArgumentError, ~r/0 < weight <= 2\^53/, fn ->
+        Fingerprint.of([{:a, 9_007_199_254_740_993}], weighted)
+      end
+    end
+  end
+
+  test "weighted: true refuses a bare member and a 3-tuple" do
+    for members <- [[{:a, 1}, :b], [:b], [{:a, 1, 2}], [{:a, 1}, {:b, 2, 3}], [{:a}]] do
+      assert_raise ArgumentError, ~r/a weighted member is \{node, weight\}/, fn ->
+        Fingerprint.of(members, weighted: true)
+      end
+    end
   end
 
   test "two member lists that build the same structure have the same fingerprint" do

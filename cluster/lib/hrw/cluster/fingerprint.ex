@@ -4,10 +4,13 @@ defmodule HRW.Cluster.Fingerprint do
   members (and their weights), never on their order, on the order of the events
   that built it, or on the node computing it. Two nodes whose `HRW.Cluster` views
   hold the same members have the same fingerprint; the definition is in
-  docs/HASHING.md ("Member-set fingerprints"), so any language can compute it:
+  docs/FINGERPRINT.md, so any language can compute it:
 
-      id(m)  = HRW.term_id(m)                  for a bare node m
-      id(m)  = HRW.term_id({node, weight / 1}) for {node, weight}: the weight as a float
+      id(m)  = HRW.term_id(m)                      for a bare node m
+      id(m)  = HRW.term_id({HRW.term_id(node), bits(weight / 1)})
+                                                   for {node, weight}: bits(x) is the
+                                                   IEEE-754 binary64 pattern of the
+                                                   weight as a float, an unsigned integer
       mix(z) = z += 0x9e3779b97f4a7c15
                z = (z xor (z >> 30)) * 0xbf58476d1ce4e5b9
                z = (z xor (z >> 27)) * 0x94d049bb133111eb
@@ -16,8 +19,9 @@ defmodule HRW.Cluster.Fingerprint do
 
   Members fold as a structure folds them (docs/HASHING.md §6): bare nodes with
   equal ids count once; weighted nodes with equal ids count once, with the
-  largest of their weights. So two member lists that build the same structure
-  have the same fingerprint.
+  largest of their weights. A weighted member's id is made from the node's id, not
+  from the node, so it is defined for every node a structure takes, however deep.
+  So two member lists that build the same structure have the same fingerprint.
   """
 
   import Bitwise
@@ -33,10 +37,14 @@ defmodule HRW.Cluster.Fingerprint do
   @doc """
   The fingerprint of `members`, bare nodes or `{node, weight}` entries, all of one
   kind: with `weighted: true` every member is `{node, weight}` with a weight of
-  docs/HASHING.md §3 (`0 < weight <= 2^53`, else `ArgumentError`); with
-  `weighted: false` every member is a bare node (a tuple too). Without the option
-  the list is weighted when it is not empty and every member is a 2-tuple whose
-  second element is a number: decided from all of them, so in any order alike.
+  docs/HASHING.md §3 (`0 < weight <= 2^53`, checked on the exact value before it is
+  converted to a float: `2^53 + 1` is refused), and anything else (a bare member, a
+  3-tuple) raises `ArgumentError`; with `weighted: false` every member is a bare
+  node (a tuple too). Without the option the list is weighted when it is not empty
+  and every member is a 2-tuple whose second element is a number (an integer or a
+  float): decided from all of them, so in any order alike. So `[{:rack, 1}, {:rack,
+  2}]` is one weighted member, and `[{:shard, 0}]` raises (0 is a number, not a
+  weight).
 
   ## Examples
 
@@ -45,6 +53,8 @@ defmodule HRW.Cluster.Fingerprint do
       iex> HRW.Cluster.Fingerprint.of([:"a@h", :"b@h"]) == HRW.Cluster.Fingerprint.of([:"b@h", :"a@h"])
       true
       iex> HRW.Cluster.Fingerprint.of([{:"a@h", 2}]) == HRW.Cluster.Fingerprint.of([{:"a@h", 2.0}])
+      true
+      iex> HRW.Cluster.Fingerprint.of([{:rack, 1}, {:rack, 2}]) == HRW.Cluster.Fingerprint.of([{:rack, 2}])
       true
   """
   @spec of([member()], keyword()) :: non_neg_integer()
@@ -131,6 +141,9 @@ defmodule HRW.Cluster.Fingerprint do
               "HRW.Cluster.Fingerprint.of/2: a weighted member is {node, weight} with " <>
                 "0 < weight <= 2^53 (docs/HASHING.md §3), got: #{HRW.brief(other)}"
     end)
-    |> Enum.map(fn {_id, {node, weight}} -> HRW.term_id({node, weight / 1}) end)
+    |> Enum.map(fn {id, {_node, weight}} ->
+      <<bits::64>> = <<weight / 1::float-64>>
+      HRW.term_id({id, bits})
+    end)
   end
 end
