@@ -126,7 +126,7 @@ defmodule ShardedStore do
   (a `:pg` group).
   """
 
-  alias ShardedStore.Replica
+  alias ShardedStore.{Order, Replica}
 
   @cluster :sharded_store
   @scope :sharded_store
@@ -170,24 +170,38 @@ defmodule ShardedStore do
   defp ok(other), do: other
 
   @doc """
-  Writes `value` under `key` with `version` (an integer, else `ArgumentError`),
-  and says what happened:
+  Writes `value` under `key` with `version`, and says what happened:
 
     * `:ok`: both owners hold this version and value (or a write that wins over
       it, arrived since), and the writing node's view did not change meanwhile.
       Writing the same version and value again is `:ok` (a retry).
     * `{:error, {:stale, stored_version}}`: an owner holds a higher version.
-    * `{:error, {:conflict, stored_value}}`: an owner holds this version with a
-      value that wins the tie-break (see the module doc).
-    * `{:error, reason}` otherwise (`:no_quorum`, `:view_changed`,
-      `{:not_acknowledged, replies}`, `:too_few_replicas`): not acknowledged, so
-      the caller retries with the same version.
+    * `{:error, {:conflict, stored_value}}`: an owner holds this version with
+      another value that wins the tie-break (see the module doc: values are
+      compared exactly, so `1` and `1.0` are two values).
+    * `{:error, :no_quorum}`: this node's side has no quorum.
+    * `{:error, :unavailable}`: an owner saw both owners of the key leave its view
+      within `forget:` (see `start/1`); they may hold a higher version, so the
+      write is refused as a read of the key would be.
+    * `{:error, reason}` otherwise (`:view_changed`, `{:not_acknowledged,
+      replies}`, `:too_few_replicas`): not acknowledged.
 
-  An error does not mean that no replica took the write: one owner may hold it
-  (the other refused, or the view changed). Nothing is promised for it.
+  After any error but `:stale` and `:conflict` the caller retries with the same
+  version. An error does not mean that no replica took the write: one owner may
+  hold it (the other refused, or the view changed). Nothing is promised for it.
+
+  Raises `ArgumentError`, before anything is sent, when `version` is not an
+  integer or `key` is a term the library cannot hash (`HRW.term_id/1` refuses
+  it: nested deeper than 256 levels).
+
+  ## Examples
+
+      iex> ShardedStore.put("k", 1.5, :v)
+      ** (ArgumentError) version must be an integer, got: 1.5
   """
   @spec put(term(), integer(), term()) :: :ok | {:error, term()}
   def put(key, version, value) when is_integer(version) do
+    check_key!(key)
     snapshot = HRW.Cluster.snapshot(@cluster)
 
     cond do
@@ -207,21 +221,32 @@ defmodule ShardedStore do
   end
 
   def put(_key, version, _value),
-    do: raise(ArgumentError, "version must be an integer, got: #{inspect(version)}")
+    do: raise(ArgumentError, "version must be an integer, got: #{inspect(version, limit: 10)}")
+
+  # The library's rule for keys, checked where the client calls: a key it
+  # cannot hash is the caller's ArgumentError, never a replica's.
+  defp check_key!(key) do
+    _ = HRW.term_id(key)
+    :ok
+  rescue
+    error in ArgumentError ->
+      reraise ArgumentError, "invalid key: #{Exception.message(error)}", __STACKTRACE__
+  end
 
   # A refusal on the merits (stale, conflict) is reported even when the other
-  # owner took the write: retrying would not change it.
+  # owner took the write: retrying would not change it. Values compare exactly.
   defp outcome(replies, fingerprint) do
     stale = for {:error, {:stale, version}} <- replies, do: version
     conflicts = for {:error, {:conflict, value}} <- replies, do: value
 
     cond do
       stale != [] -> {:error, {:stale, Enum.max(stale)}}
-      conflicts != [] -> {:error, {:conflict, Enum.max(conflicts)}}
-      not Enum.all?(replies, &(&1 == :ok)) -> {:error, {:not_acknowledged, replies}}
+      conflicts != [] -> {:error, {:conflict, Order.max(conflicts)}}
+      Enum.member?(replies, {:error, :unavailable}) -> {:error, :unavailable}
+      not Enum.all?(replies, &(&1 === :ok)) -> {:error, {:not_acknowledged, replies}}
       # A write that straddles a change of this node's view (a cut link, a node
       # down) may be kept, but is not promised.
-      HRW.Cluster.fingerprint(@cluster) != fingerprint -> {:error, :view_changed}
+      HRW.Cluster.fingerprint(@cluster) !== fingerprint -> {:error, :view_changed}
       true -> :ok
     end
   end
@@ -232,7 +257,7 @@ defmodule ShardedStore do
   it. `{:error, :no_quorum}` on a side without quorum, and `{:error,
   :unavailable}` when this node cannot know: a member did not answer, a member
   has processed another view than this node's (a change is in progress), or a
-  member saw both owners of the key leave its view within the last 5 s (cut off
+  member saw both owners of the key leave its view within `forget:` (cut off
   by a partition, or killed: they may hold writes the others never saw).
 
   Asks every member, not only the owners: after a partition heals, the owners
@@ -240,9 +265,19 @@ defmodule ShardedStore do
   took meanwhile, and their own history holds no view of that side. A change in
   progress, or writes that only departed nodes may hold, make it refuse rather
   than guess.
+
+  Raises `ArgumentError`, before anything is sent, when `key` is a term the
+  library cannot hash (as `put/3`).
+
+  ## Examples
+
+      iex> deep = Enum.reduce(1..300, :k, fn _, term -> [term] end)
+      iex> ShardedStore.get(deep)
+      ** (ArgumentError) invalid key: term nested deeper than 256 levels cannot be hashed
   """
   @spec get(term()) :: {:ok, {integer(), term()}} | :not_found | {:error, term()}
   def get(key) do
+    check_key!(key)
     snapshot = HRW.Cluster.snapshot(@cluster)
 
     cond do
@@ -258,28 +293,59 @@ defmodule ShardedStore do
 
   defp read_outcome(replies, fingerprint) do
     if Enum.all?(replies, &match?({:entry, ^fingerprint, _, false}, &1)) do
-      # Entries compare as the replicas merge them: version first, then value.
-      case for({:entry, _, entry, _} <- replies, entry != nil, do: entry) do
+      # Entries compare as the replicas merge them: version first, then value,
+      # exactly (ShardedStore.Order).
+      case for({:entry, _, {_, _} = entry, _} <- replies, do: entry) do
         [] -> :not_found
-        entries -> {:ok, Enum.max(entries)}
+        entries -> {:ok, Order.max(entries)}
       end
     else
       {:error, :unavailable}
     end
   end
 
-  @doc "`get/1` of each key, as a map key => result."
-  def get_many(keys), do: Map.new(keys, &{&1, get(&1)})
+  @doc """
+  `get/1` of each key of a list, as a map key => result. Every key is checked
+  first: a key the library cannot hash raises `ArgumentError` before any is read.
+
+  ## Examples
+
+      iex> deep = Enum.reduce(1..300, :k, &{&1, &2})
+      iex> ShardedStore.get_many(["fine", deep])
+      ** (ArgumentError) invalid key: term nested deeper than 256 levels cannot be hashed
+  """
+  @spec get_many([term()]) :: %{
+          term() => {:ok, {integer(), term()}} | :not_found | {:error, term()}
+        }
+  def get_many(keys) when is_list(keys) do
+    Enum.each(keys, &check_key!/1)
+    Map.new(keys, &{&1, get(&1)})
+  end
+
+  def get_many(keys),
+    do: raise(ArgumentError, "keys must be a list, got: #{inspect(keys, limit: 10)}")
 
   @doc "This node's replica status: `{fingerprint, pending pushes, keys held}`."
   def status, do: Replica.call(node(), :status, 30_000)
 
   @doc """
   Leaves the store: the replica leaves the group (the others take this node out at
-  once), hands every key it holds to the remaining owners and returns once they
-  all hold them (or `timeout` ms passed).
+  once), hands every key it holds to the remaining owners and returns `:ok` once
+  they all hold them, or `{:error, :timeout}` once `timeout` ms passed. Again
+  after that: `:ok`; while a leave is under way: `{:error, :leaving}`.
   """
-  def leave(timeout \\ 60_000), do: Replica.call(node(), {:leave, timeout}, timeout + 5_000)
+  @spec leave(non_neg_integer()) :: :ok | {:error, term()}
+  def leave(timeout \\ 60_000)
+
+  def leave(timeout) when is_integer(timeout) and timeout >= 0,
+    do: Replica.call(node(), {:leave, timeout}, timeout + 5_000)
+
+  def leave(timeout),
+    do:
+      raise(
+        ArgumentError,
+        "timeout must be a non-negative integer, got: #{inspect(timeout, limit: 10)}"
+      )
 
   @doc "What `ShardedStore.Probe` measured here: `[{node, microseconds}]` from a nodedown to the snapshot without that node."
   def down_delays, do: ShardedStore.Probe.delays()

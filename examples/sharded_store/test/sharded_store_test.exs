@@ -533,8 +533,21 @@ defmodule ShardedStoreTest do
     IO.puts("without quorum: #{partition.after_seen} writes acknowledged on the minority side")
   end
 
+  # A key the library refuses (nested deeper than 256 levels), built at run time.
+  defp deep_key, do: Enum.reduce(1..300, :k, fn _, term -> [term] end)
+
+  # What a call on `node` raised, as the exception struct (erpc wraps it).
+  defp raised(node, m, f, a) do
+    rpc(node, m, f, a)
+  catch
+    :error, {:exception, exception, _stack} -> exception
+  end
+
+  defp replica(node), do: rpc(node, Process, :whereis, [ShardedStore.Replica])
+
   @tag timeout: 300_000
-  test "put/3 and get/1 say what happened: stored, stale, conflict, not found, no quorum" do
+  test "put/3 and get/1 say what happened: stored, stale, conflict (exact values), not found, " <>
+         "not acknowledged, no quorum; bad keys and versions are the caller's ArgumentError" do
     {:ok, times} = Agent.start_link(fn -> [] end)
 
     {peers, nodes} =
@@ -554,6 +567,16 @@ defmodule ShardedStoreTest do
       ShardedStore.put("k", 1.5, :v)
     end
 
+    assert_raise ArgumentError, ~r/invalid key: term nested deeper than 256/, fn ->
+      ShardedStore.put(deep_key(), 1, :v)
+    end
+
+    assert_raise ArgumentError, ~r/invalid key/, fn -> ShardedStore.get(deep_key()) end
+
+    assert_raise ArgumentError, ~r/invalid key/, fn ->
+      ShardedStore.get_many(["k", deep_key()])
+    end
+
     assert put.("k", 5, :first) == :ok
     assert put.("k", 5, :first) == :ok
     assert put.("k", 4, :older) == {:error, {:stale, 5}}
@@ -564,21 +587,85 @@ defmodule ShardedStoreTest do
     assert put.("k", 6, :first) == :ok
     assert get.("k") == {:ok, {6, :first}}
 
-    # Two of three is a majority of 3: still answers. One of three is not.
+    # Values are compared exactly: 1 and 1.0 are two values (the integer wins the
+    # tie-break), and so are {1} and {1.0} nested anywhere.
+    assert put.("int first", 1, 1) == :ok
+    assert put.("int first", 1, 1.0) === {:error, {:conflict, 1}}
+    assert get.("int first") === {:ok, {1, 1}}
+    assert put.("float first", 1, x: 1.0) == :ok
+    assert put.("float first", 1, x: 1) == :ok
+    assert put.("float first", 1, x: 1.0) === {:error, {:conflict, [x: 1]}}
+    assert get.("float first") === {:ok, {1, [x: 1]}}
+
+    # Keys follow the library's rules: an improper list is a key like any other.
+    assert put.([1 | 2], 1, :improper) == :ok
+    assert get.([1 | 2]) == {:ok, {1, :improper}}
+
+    # An owner that does not answer: not acknowledged (put/3 waits 5 s for it).
+    [owner | _] = rpc(a, HRW.Cluster, :owners, [ShardedStore.cluster(), "k", 2])
+    :ok = rpc(owner, :sys, :suspend, [ShardedStore.Replica])
+    assert {:error, {:not_acknowledged, replies}} = put.("k", 7, :late)
+    assert {:error, :timeout} in replies
+    :ok = rpc(owner, :sys, :resume, [ShardedStore.Replica])
+
+    # A departure (the case where a read computes owners of departed members).
     :peer.stop(Enum.at(peers, 2))
     settle([[a, b]], :stop, times)
-    assert get.("k") == {:ok, {6, :first}}
+    assert get.("k") in [{:ok, {6, :first}}, {:ok, {7, :late}}]
+    replicas = Enum.map([a, b], &replica/1)
+
+    # Bad keys from every node are the caller's ArgumentError; requests sent to
+    # a replica directly, of any shape, are answered and change nothing.
+    for node <- [a, b] do
+      assert %ArgumentError{} = raised(node, ShardedStore, :get, [deep_key()])
+      assert %ArgumentError{} = raised(node, ShardedStore, :put, [deep_key(), 1, :v])
+      fingerprint = rpc(node, HRW.Cluster, :fingerprint, [ShardedStore.cluster()])
+      replica = {ShardedStore.Replica, node}
+
+      for {request, reply} <- [
+            {{:read, deep_key()}, {:error, :bad_key}},
+            {{:write, deep_key(), 1, :v, fingerprint}, {:error, :bad_key}},
+            {{:write, "k", 1.0, :v, fingerprint}, {:error, :bad_request}},
+            {{:write, "k", :high, :v, fingerprint}, {:error, :bad_request}},
+            {{:leave, :soon}, {:error, :bad_request}},
+            {:nonsense, {:error, :bad_request}}
+          ] do
+        assert GenServer.call(replica, request) == reply
+      end
+
+      GenServer.cast(replica, {:handoff, self(), make_ref(), %{deep_key() => {99, :v}}})
+      GenServer.cast(replica, {:handoff, self(), make_ref(), %{"k" => {:x, :y}, "j" => :v}})
+      GenServer.cast(replica, {:handoff, :nobody, make_ref(), %{"k" => {99, :v}}})
+      GenServer.cast(replica, {:handoff, self(), make_ref(), [{"k", {99, :v}}]})
+      GenServer.cast(replica, :nonsense)
+    end
+
+    assert Enum.map([a, b], &replica/1) == replicas
+    assert get.("k") in [{:ok, {6, :first}}, {:ok, {7, :late}}]
+    assert get.("int first") === {:ok, {1, 1}}
+
+    # Two of three is a majority of 3: it still answers (above). One of three is not.
     :peer.stop(Enum.at(peers, 1))
     no_quorum = fn -> not rpc(a, HRW.Cluster, :snapshot, [ShardedStore.cluster()]).quorum? end
     until(no_quorum, fn -> "no quorum on a" end)
     assert rpc(a, ShardedStore, :get, ["k"]) == {:error, :no_quorum}
     assert rpc(a, ShardedStore, :get, ["never written"]) == {:error, :no_quorum}
-    assert put.("k", 7, :third) == {:error, :no_quorum}
+    assert put.("k", 8, :third) == {:error, :no_quorum}
     :peer.stop(hd(peers))
   end
 
   @tag timeout: 300_000
-  test "get/1 refuses a key whose two owners both left, and answers the others" do
+  test "put/3 with a single member (quorum of 1) answers :too_few_replicas; get/1 still answers" do
+    {peer, node} = join([], 1)
+    {:ok, times} = Agent.start_link(fn -> [] end)
+    settle([[node]], :start, times)
+    assert rpc(node, ShardedStore, :put, ["k", 1, :v]) == {:error, :too_few_replicas}
+    assert rpc(node, ShardedStore, :get, ["k"]) == :not_found
+    :peer.stop(peer)
+  end
+
+  @tag timeout: 300_000
+  test "get/1 and put/3 refuse a key whose two owners both left, and answer the others" do
     {:ok, times} = Agent.start_link(fn -> [] end)
 
     # A majority of 3 is 2: the two nodes left after two stops keep the quorum.
@@ -613,6 +700,20 @@ defmodule ShardedStoreTest do
       assert rpc(node, ShardedStore, :get, [one]) == {:ok, {1, one}}
       assert rpc(node, ShardedStore, :get, [neither]) == {:ok, {1, neither}}
     end
+
+    # The survivors hold nothing of `both`: a write below the version its
+    # departed owners hold (or any other) is refused, not acknowledged.
+    for node <- [c, d], version <- [0, 1, 2] do
+      assert rpc(node, ShardedStore, :put, [both, version, :after]) == {:error, :unavailable}
+    end
+
+    for node <- [c, d] do
+      assert rpc(node, ShardedStore, :put, [one, 2, :after]) == :ok
+      assert rpc(node, ShardedStore, :put, [neither, 2, :after]) == :ok
+    end
+
+    assert rpc(c, ShardedStore, :get, [both]) == {:error, :unavailable}
+    assert rpc(d, ShardedStore, :get, [one]) == {:ok, {2, :after}}
 
     Enum.each(survivors, &:peer.stop(peers[&1]))
   end
