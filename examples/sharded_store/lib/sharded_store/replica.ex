@@ -3,7 +3,7 @@ defmodule ShardedStore.Replica do
   One node's replica: the entries it holds (`key => {version, value}`), the last
   cluster snapshot it has processed, the pushes of its handoff still to do, and
   the members that left its view recently (5 s by default), with the last structure
-  that held them (so a read can tell a key whose two owners both left).
+  that held them (so a read or a write can tell a key whose two owners both left).
   """
 
   use GenServer
