@@ -44,4 +44,40 @@ defmodule ShardedStore.OrderTest do
       assert Enum.sort(Enum.shuffle(terms), &(Order.compare(&1, &2) != :gt)) === sorted
     end
   end
+
+  # Random nested terms mixing integers and floats of equal value, in tuples,
+  # proper and improper lists and maps (ExUnit seeds :rand per test).
+  defp term(0), do: Enum.random([0, 0.0, 1, 1.0, 2, 2.0, :a, "b", []])
+
+  defp term(depth) do
+    case :rand.uniform(5) do
+      1 -> term(0)
+      2 -> List.to_tuple(for _ <- 1..:rand.uniform(3), do: term(depth - 1))
+      3 -> for _ <- 1..:rand.uniform(3), do: term(depth - 1)
+      4 -> [term(depth - 1) | term(0)]
+      5 -> Map.new(for _ <- 1..:rand.uniform(3), do: {term(0), term(depth - 1)})
+    end
+  end
+
+  test "compare/2 is a total order: antisymmetric, transitive, :eq only for identical terms, " <>
+         "and it refines term order" do
+    terms = for _ <- 1..200, do: term(3)
+
+    for a <- terms, b <- terms do
+      order = Order.compare(a, b)
+      assert order == :eq == (a === b)
+      assert Order.compare(b, a) == %{lt: :gt, eq: :eq, gt: :lt}[order]
+      if a < b, do: assert(order == :lt)
+      if a > b, do: assert(order == :gt)
+    end
+
+    sample = Enum.take_random(terms, 40)
+
+    for a <- sample,
+        b <- sample,
+        c <- sample,
+        Order.compare(a, b) == :lt and Order.compare(b, c) == :lt do
+      assert Order.compare(a, c) == :lt
+    end
+  end
 end
