@@ -175,10 +175,26 @@ defmodule ShardedStore do
   @scope :sharded_store
   @group :replicas
 
-  @doc "The name of the `HRW.Cluster` the store routes with."
+  @doc """
+  The name of the `HRW.Cluster` the store routes with.
+
+  ## Examples
+
+      iex> ShardedStore.cluster()
+      :sharded_store
+  """
+  @spec cluster() :: atom()
   def cluster, do: @cluster
 
-  @doc "The `:pg` scope and group whose members are the replicas."
+  @doc """
+  The `:pg` scope and group whose members are the replicas.
+
+  ## Examples
+
+      iex> ShardedStore.group()
+      {:sharded_store, :replicas}
+  """
+  @spec group() :: {atom(), atom()}
   def group, do: {@scope, @group}
 
   @doc """
@@ -376,6 +392,11 @@ defmodule ShardedStore do
   once), hands every key it holds to the remaining owners and returns `:ok` once
   they all hold them, or `{:error, :timeout}` once `timeout` ms passed. Again
   after that: `:ok`; while a leave is under way: `{:error, :leaving}`.
+
+  ## Examples
+
+      iex> ShardedStore.leave(:soon)
+      ** (ArgumentError) timeout must be a non-negative integer, got: :soon
   """
   @spec leave(non_neg_integer()) :: :ok | {:error, term()}
   def leave(timeout \\ 60_000)
