@@ -3,17 +3,29 @@ defmodule ShardedStore do
   A replicated key-value store sharded with `HRW.Cluster`: every key lives on its
   two owners, `HRW.Cluster.owners(cluster, key, 2)`, in memory.
 
+    * **Keys** are any terms the library hashes (`HRW.term_id/1`; it refuses a
+      term nested deeper than 256 levels). `put/3`, `get/1` and `get_many/1`
+      check the key before anything is sent: a refused key is the caller's
+      `ArgumentError`. A replica answers any request, whatever its terms, with a
+      reply (an error for a refused key or a request of unknown shape), never by
+      exiting: an exit would take every entry it holds with it.
     * **Writes** (`put/3`) carry an integer version chosen by the writer. The node
       that takes the write sends it to both owners of its snapshot, with the
       snapshot's fingerprint; a replica takes it only when it has processed the same
-      member set (same fingerprint), its cluster still publishes it, and it is an
-      owner there. The write is acknowledged (`:ok`) once both replicas hold it, if
-      the writing node's view has not changed meanwhile.
+      member set (same fingerprint), its cluster still publishes it, it is an
+      owner there, and it did not see both owners of the key leave its view within
+      `forget:` (the rule reads follow, below: those owners may hold a higher
+      version; the write is answered `{:error, :unavailable}`). The write is
+      acknowledged (`:ok`) once both replicas hold it, if the writing node's view
+      has not changed meanwhile.
     * **Order and tie-break**: entries `{version, value}` are ordered by version,
-      then by value in Erlang term order, on every replica alike. A lower version
+      then by value, on every replica alike, by `ShardedStore.Order`: Erlang's term
+      order made exact, so `1` and `1.0` are two values (the integer wins the
+      tie-break) and only identical values are the same. A lower version
       than the one held is refused with `{:error, {:stale, held_version}}`; the
       same version with another value is kept only if the value is larger, else
-      refused with `{:error, {:conflict, held_value}}`; the same version and value
+      refused with `{:error, {:conflict, held_value}}` (`put(k, 1, 1.0)` after
+      `put(k, 1, 1)` is a conflict); the same version and value
       again is `:ok` (a retry). So two writers that pick one version end with the
       same value everywhere, whatever the order their writes arrive in, and the
       smaller one is told.
@@ -25,9 +37,9 @@ defmodule ShardedStore do
     * **Reads** (`get/1`) ask every member of this node's view and answer with the
       highest entry, only when every member answered from this node's view; they
       refuse (`{:error, :unavailable}`) while a change is in progress, or when a
-      member saw both owners of the key leave its view within the last 5 s
-      (`forget:`, see `start/1`; they may hold writes nobody else has: a partition that cut both off, or two
-      kills). A read costs one call per member.
+      member saw both owners of the key leave its view within `forget:` (5 s by
+      default, see `start/1`; they may hold writes nobody else has: a partition that
+      cut both off, or two kills). A read costs one call per member.
     * **Quorum**: the cluster runs with `quorum: {:majority, expected}`: a side of a
       partition without a majority owns no key, so it acknowledges no write and
       answers no read (`{:error, :no_quorum}`).
@@ -35,10 +47,9 @@ defmodule ShardedStore do
   ## What it guarantees
 
   With at most one failure per handoff window: a node killed, stopped, leaving or
-  joining, or a clean partition (as OTP's default `prevent_overlapping_partitions`
-  makes every cut; a silent one too with `lease:`, see below), and the next one only once the survivors agree on the members
-  and their handoff is done (the window: from the failure to that point, 6-153
-  ms in the example's test on a loaded 2-core host, figures in
+  joining, or a clean partition, and the next one only once the survivors agree
+  on the members and their handoff is done (the window: from the failure to that
+  point, 6-153 ms in the example's test on a loaded 2-core host, figures in
   `bench/results/sharded-store-2026-12-03.txt`):
 
     * every acknowledged write stays readable, until a write that wins over it
@@ -48,19 +59,33 @@ defmodule ShardedStore do
     * a side without quorum acknowledges no write and answers no read;
     * `:ok` is never returned for a write that both owners do not hold.
 
+  A partition counts as clean when it is transitive when the members' views
+  change (every `:nodedown`): a cut that leaves links across it (A–B and B–C up,
+  A–C down) is clean only because OTP's `prevent_overlapping_partitions` (on by
+  default since OTP 25) makes it so, and that guard acts only while the kernel's
+  `connect_all` is on as well (the default; `-connect_all false` turns the guard
+  off with it). A silent partition (no `:nodedown` yet) counts with `lease:`
+  under the condition stated in "Silent partitions and `lease:`" below.
+
   ## What it does not guarantee
 
     * **Two failures within one handoff window** lose the keys owned by both
       victims: their two in-memory copies are gone (two owners killed 0-10 ms
       apart: every key they both owned loses the writes acknowledged before the
       kill, unless a former owner still held the same version). Other keys keep
-      everything. Reads of such a key answer `{:error, :unavailable}` for 5 s, then
-      what the survivors hold (older, or `:not_found`).
-    * **A partition longer than 5 s** that cuts both owners of a key off the
-      majority: after those 5 s, reads of that key on the majority side answer
-      what it holds, which may be older than a write the cut-off owners
-      acknowledged before the cut. (The store cannot tell a dead node from a cut
-      one; `forget:` is its guess.)
+      everything. Reads of such a key, and writes to it, answer `{:error,
+      :unavailable}` for `forget:` (5 s), then reads answer what the survivors
+      hold (older, or `:not_found`) and writes are taken on it.
+    * **A partition longer than `forget:`** that cuts both owners of a key off the
+      majority: until then the majority refuses the key's reads and writes; after
+      it, reads of that key on the majority side answer what it holds, which may
+      be older than a write the cut-off owners acknowledged before the cut, and
+      writes to it are acknowledged on what it holds, so a version below one
+      acknowledged earlier may be `:ok`; at the heal the higher version wins.
+      (The store cannot tell a dead node from a cut one; `forget:` is its guess.)
+      The refusal is each owner's own record of the departure: a key whose two
+      owners both joined the majority after the cut is written as if nobody had
+      left.
     * **Restarts**: nothing is on disk, so a node that restarts comes back empty:
       a restart counts as a failure.
     * **Silent partitions without `lease:`** (packets dropped, no `:nodedown`
@@ -68,8 +93,15 @@ defmodule ShardedStore do
       quorum, and a side without a majority goes on acknowledging writes to the
       keys whose two owners are both on it; nothing here is promised for them
       (see "Silent partitions and `lease:`").
-    * **Non-transitive partitions** with `prevent_overlapping_partitions` set to
-      `false`: both sides may reach a majority.
+    * **Overlapping (non-transitive) partitions** with
+      `prevent_overlapping_partitions` or `connect_all` off: once the
+      `:nodedown`s come, views such as {1, 2, 3} and {3, 4, 5} each hold a
+      majority, each names owners for every key among its own members, and both
+      acknowledge writes to the same keys. The fingerprint check does not stop
+      it: the two owners on each side have processed that side's view. Nothing is
+      promised for them. With both on, the guard disconnects every node that hears of a
+      `:nodedown` from the node it lost, which may leave no majority anywhere
+      (each node alone) until the links are made again: no split, no answer.
     * An error from `put/3` other than `:stale` and `:conflict` does not mean that
       no replica took the write; the caller retries with the same version.
 
@@ -92,9 +124,17 @@ defmodule ShardedStore do
   With `lease: ms` (`start/1`, passed to `HRW.Cluster`'s `:lease`), a node counts
   toward the majority only the members whose cluster answered one of its
   heartbeats within the last `ms`. A silent partition that leaves a majority on
-  one side is then one more single fault, and the guarantees above hold for it
-  (the test cuts [2 | 3] silently with `lease: 1000`: no acknowledged write lost,
-  no stale read, in three runs):
+  one side is then one more single fault, and the guarantees above hold for it,
+  **on one condition the store takes from the cluster**: the majority's cluster
+  gives a departed member's keys to new owners only once that member's lease
+  must have lapsed (docs/CLUSTER.md, "Silent partitions and the lease", says
+  when a new owner takes over). Where it takes them sooner, at its own
+  `:nodedown`s while the minority still holds its lease (the majority's side of
+  the links drops first, or a lease longer than failure detection), both sides
+  acknowledge writes to the same keys until the minority's lease lapses, and
+  nothing is promised for those keys. The test cuts [2 | 3] silently with
+  `lease: 1000` and `net_ticktime` 10, where the lease lapses seconds before
+  any `:nodedown`: no acknowledged write lost, no stale read, in three runs.
 
     * **the window up to the lease**: the side that hears no majority still
       acknowledges writes to keys whose two owners are both on it, for at most the
@@ -108,41 +148,60 @@ defmodule ShardedStore do
       both on it; a write to a key with an owner across the cut waits for `put/3`'s
       5 s timeout and is not acknowledged, and every read (it asks every member)
       waits as long and answers `{:error, :unavailable}`. Once its views settle it
-      owns every key again;
-    * the 5 s of `forget:` count from the majority's `:nodedown`s: a key whose two
-      owners are cut off answers on the majority side what it holds once they have
-      passed (see "A partition longer than 5 s" above).
+      owns every key again, except that keys whose two owners are both cut off
+      refuse reads and writes for `forget:`;
+    * the `forget:` time counts from the majority's `:nodedown`s: a key whose two
+      owners are cut off answers on the majority side what it holds once it has
+      passed (see "A partition longer than `forget:`" above).
 
   What it costs: the cluster's heartbeats. Each node sends one to each other
   member every `ms / 3` and answers theirs: 2(n - 1) × 3000 / `ms` messages a
   second per node (5 nodes with `lease: 1000`: 24 each, 120 in the cluster), see
   docs/CLUSTER.md, "What it costs". And a lapse without a cut (a long garbage
   collection, an overloaded scheduler, a lease below the links' worst round trip)
-  makes a node refuse writes and reads until the next answers. Pick a lease well
-  above the links' worst round trip and well below `net_ticktime`. Non-transitive
-  partitions are not made clean by the lease (above).
+  makes a node refuse writes and reads until its quorum is back, which is when
+  the answers to its next heartbeats arrive: heartbeats go out every `ms / 3`, so
+  up to that period plus a round trip after the members can answer again. Pick a lease well above the links'
+  worst round trip and well below `net_ticktime`. The lease does not make an
+  overlapping partition clean (above).
 
   Start it on each node with `start/1`; members are the nodes running a replica
   (a `:pg` group).
   """
 
-  alias ShardedStore.Replica
+  alias ShardedStore.{Order, Replica}
 
   @cluster :sharded_store
   @scope :sharded_store
   @group :replicas
 
-  @doc "The name of the `HRW.Cluster` the store routes with."
+  @doc """
+  The name of the `HRW.Cluster` the store routes with.
+
+  ## Examples
+
+      iex> ShardedStore.cluster()
+      :sharded_store
+  """
+  @spec cluster() :: atom()
   def cluster, do: @cluster
 
-  @doc "The `:pg` scope and group whose members are the replicas."
+  @doc """
+  The `:pg` scope and group whose members are the replicas.
+
+  ## Examples
+
+      iex> ShardedStore.group()
+      {:sharded_store, :replicas}
+  """
+  @spec group() :: {atom(), atom()}
   def group, do: {@scope, @group}
 
   @doc """
   Starts the `:pg` scope, the cluster and this node's replica (not linked to the
   caller). `opts`: `expected:` the number of nodes for the majority (default 5),
-  `debounce:` the cluster's (default 50 ms), `forget:` how long a read of a key
-  whose two owners left the view refuses (default 5000 ms), `lease:` the
+  `debounce:` the cluster's (default 50 ms), `forget:` how long reads and writes
+  of a key whose two owners left the view refuse (default 5000 ms), `lease:` the
   cluster's `:lease` in ms (default `nil`, off; see "Silent partitions" in the
   module doc): with it, a node counts toward the majority only the members that
   answered its heartbeats within the lease, so a side cut off silently stops
@@ -170,24 +229,38 @@ defmodule ShardedStore do
   defp ok(other), do: other
 
   @doc """
-  Writes `value` under `key` with `version` (an integer, else `ArgumentError`),
-  and says what happened:
+  Writes `value` under `key` with `version`, and says what happened:
 
     * `:ok`: both owners hold this version and value (or a write that wins over
       it, arrived since), and the writing node's view did not change meanwhile.
       Writing the same version and value again is `:ok` (a retry).
     * `{:error, {:stale, stored_version}}`: an owner holds a higher version.
-    * `{:error, {:conflict, stored_value}}`: an owner holds this version with a
-      value that wins the tie-break (see the module doc).
-    * `{:error, reason}` otherwise (`:no_quorum`, `:view_changed`,
-      `{:not_acknowledged, replies}`, `:too_few_replicas`): not acknowledged, so
-      the caller retries with the same version.
+    * `{:error, {:conflict, stored_value}}`: an owner holds this version with
+      another value that wins the tie-break (see the module doc: values are
+      compared exactly, so `1` and `1.0` are two values).
+    * `{:error, :no_quorum}`: this node's side has no quorum.
+    * `{:error, :unavailable}`: an owner saw both owners of the key leave its view
+      within `forget:` (see `start/1`); they may hold a higher version, so the
+      write is refused as a read of the key would be.
+    * `{:error, reason}` otherwise (`:view_changed`, `{:not_acknowledged,
+      replies}`, `:too_few_replicas`): not acknowledged.
 
-  An error does not mean that no replica took the write: one owner may hold it
-  (the other refused, or the view changed). Nothing is promised for it.
+  After any error but `:stale` and `:conflict` the caller retries with the same
+  version. An error does not mean that no replica took the write: one owner may
+  hold it (the other refused, or the view changed). Nothing is promised for it.
+
+  Raises `ArgumentError`, before anything is sent, when `version` is not an
+  integer or `key` is a term the library cannot hash (`HRW.term_id/1` refuses
+  it: nested deeper than 256 levels).
+
+  ## Examples
+
+      iex> ShardedStore.put("k", 1.5, :v)
+      ** (ArgumentError) version must be an integer, got: 1.5
   """
   @spec put(term(), integer(), term()) :: :ok | {:error, term()}
   def put(key, version, value) when is_integer(version) do
+    check_key!(key)
     snapshot = HRW.Cluster.snapshot(@cluster)
 
     cond do
@@ -207,21 +280,32 @@ defmodule ShardedStore do
   end
 
   def put(_key, version, _value),
-    do: raise(ArgumentError, "version must be an integer, got: #{inspect(version)}")
+    do: raise(ArgumentError, "version must be an integer, got: #{inspect(version, limit: 10)}")
+
+  # The library's rule for keys, checked where the client calls: a key it
+  # cannot hash is the caller's ArgumentError, never a replica's.
+  defp check_key!(key) do
+    _ = HRW.term_id(key)
+    :ok
+  rescue
+    error in ArgumentError ->
+      reraise ArgumentError, "invalid key: #{Exception.message(error)}", __STACKTRACE__
+  end
 
   # A refusal on the merits (stale, conflict) is reported even when the other
-  # owner took the write: retrying would not change it.
+  # owner took the write: retrying would not change it. Values compare exactly.
   defp outcome(replies, fingerprint) do
     stale = for {:error, {:stale, version}} <- replies, do: version
     conflicts = for {:error, {:conflict, value}} <- replies, do: value
 
     cond do
       stale != [] -> {:error, {:stale, Enum.max(stale)}}
-      conflicts != [] -> {:error, {:conflict, Enum.max(conflicts)}}
-      not Enum.all?(replies, &(&1 == :ok)) -> {:error, {:not_acknowledged, replies}}
+      conflicts != [] -> {:error, {:conflict, Order.max(conflicts)}}
+      Enum.member?(replies, {:error, :unavailable}) -> {:error, :unavailable}
+      not Enum.all?(replies, &(&1 === :ok)) -> {:error, {:not_acknowledged, replies}}
       # A write that straddles a change of this node's view (a cut link, a node
       # down) may be kept, but is not promised.
-      HRW.Cluster.fingerprint(@cluster) != fingerprint -> {:error, :view_changed}
+      HRW.Cluster.fingerprint(@cluster) !== fingerprint -> {:error, :view_changed}
       true -> :ok
     end
   end
@@ -232,7 +316,7 @@ defmodule ShardedStore do
   it. `{:error, :no_quorum}` on a side without quorum, and `{:error,
   :unavailable}` when this node cannot know: a member did not answer, a member
   has processed another view than this node's (a change is in progress), or a
-  member saw both owners of the key leave its view within the last 5 s (cut off
+  member saw both owners of the key leave its view within `forget:` (cut off
   by a partition, or killed: they may hold writes the others never saw).
 
   Asks every member, not only the owners: after a partition heals, the owners
@@ -240,9 +324,19 @@ defmodule ShardedStore do
   took meanwhile, and their own history holds no view of that side. A change in
   progress, or writes that only departed nodes may hold, make it refuse rather
   than guess.
+
+  Raises `ArgumentError`, before anything is sent, when `key` is a term the
+  library cannot hash (as `put/3`).
+
+  ## Examples
+
+      iex> deep = Enum.reduce(1..300, :k, fn _, term -> [term] end)
+      iex> ShardedStore.get(deep)
+      ** (ArgumentError) invalid key: term nested deeper than 256 levels cannot be hashed
   """
   @spec get(term()) :: {:ok, {integer(), term()}} | :not_found | {:error, term()}
   def get(key) do
+    check_key!(key)
     snapshot = HRW.Cluster.snapshot(@cluster)
 
     cond do
@@ -258,28 +352,64 @@ defmodule ShardedStore do
 
   defp read_outcome(replies, fingerprint) do
     if Enum.all?(replies, &match?({:entry, ^fingerprint, _, false}, &1)) do
-      # Entries compare as the replicas merge them: version first, then value.
-      case for({:entry, _, entry, _} <- replies, entry != nil, do: entry) do
+      # Entries compare as the replicas merge them: version first, then value,
+      # exactly (ShardedStore.Order).
+      case for({:entry, _, {_, _} = entry, _} <- replies, do: entry) do
         [] -> :not_found
-        entries -> {:ok, Enum.max(entries)}
+        entries -> {:ok, Order.max(entries)}
       end
     else
       {:error, :unavailable}
     end
   end
 
-  @doc "`get/1` of each key, as a map key => result."
-  def get_many(keys), do: Map.new(keys, &{&1, get(&1)})
+  @doc """
+  `get/1` of each key of a list, as a map key => result. Every key is checked
+  first: a key the library cannot hash raises `ArgumentError` before any is read.
+
+  ## Examples
+
+      iex> deep = Enum.reduce(1..300, :k, &{&1, &2})
+      iex> ShardedStore.get_many(["fine", deep])
+      ** (ArgumentError) invalid key: term nested deeper than 256 levels cannot be hashed
+  """
+  @spec get_many([term()]) :: %{
+          term() => {:ok, {integer(), term()}} | :not_found | {:error, term()}
+        }
+  def get_many(keys) when is_list(keys) do
+    Enum.each(keys, &check_key!/1)
+    Map.new(keys, &{&1, get(&1)})
+  end
+
+  def get_many(keys),
+    do: raise(ArgumentError, "keys must be a list, got: #{inspect(keys, limit: 10)}")
 
   @doc "This node's replica status: `{fingerprint, pending pushes, keys held}`."
   def status, do: Replica.call(node(), :status, 30_000)
 
   @doc """
   Leaves the store: the replica leaves the group (the others take this node out at
-  once), hands every key it holds to the remaining owners and returns once they
-  all hold them (or `timeout` ms passed).
+  once), hands every key it holds to the remaining owners and returns `:ok` once
+  they all hold them, or `{:error, :timeout}` once `timeout` ms passed. Again
+  after that: `:ok`; while a leave is under way: `{:error, :leaving}`.
+
+  ## Examples
+
+      iex> ShardedStore.leave(:soon)
+      ** (ArgumentError) timeout must be a non-negative integer, got: :soon
   """
-  def leave(timeout \\ 60_000), do: Replica.call(node(), {:leave, timeout}, timeout + 5_000)
+  @spec leave(non_neg_integer()) :: :ok | {:error, term()}
+  def leave(timeout \\ 60_000)
+
+  def leave(timeout) when is_integer(timeout) and timeout >= 0,
+    do: Replica.call(node(), {:leave, timeout}, timeout + 5_000)
+
+  def leave(timeout),
+    do:
+      raise(
+        ArgumentError,
+        "timeout must be a non-negative integer, got: #{inspect(timeout, limit: 10)}"
+      )
 
   @doc "What `ShardedStore.Probe` measured here: `[{node, microseconds}]` from a nodedown to the snapshot without that node."
   def down_delays, do: ShardedStore.Probe.delays()

@@ -12,6 +12,8 @@ defmodule ShardedStoreTest do
   @readers 2
   @writes 20_000
   @settle 120_000
+  # ShardedStore's default forget: (how long a key whose two owners left refuses).
+  @forget 5_000
 
   defp start_peer do
     {:ok, peer, node} =
@@ -42,7 +44,8 @@ defmodule ShardedStoreTest do
   defp join(live, expected, opts \\ []) do
     {peer, node} = start_peer()
     for other <- live, do: true = rpc(node, :net_kernel, :connect_node, [other])
-    {:ok, _} = rpc(node, ShardedStore, :start, [[expected: expected] ++ opts])
+    # opts first: their forget: wins.
+    {:ok, _} = rpc(node, ShardedStore, :start, [opts ++ [expected: expected, forget: @forget]])
     {peer, node}
   end
 
@@ -156,8 +159,15 @@ defmodule ShardedStoreTest do
 
       {:error, _} ->
         :ets.update_counter(table, :refused, 1, {:refused, 0})
-        Process.sleep(5)
-        write(key, version, table, live, tries + 1)
+
+        # A key frozen meanwhile (its two owners cut off or killed: refused for
+        # forget:) is left alone, as a new write to it would be.
+        if :ets.member(table, {:frozen, key}) do
+          :ets.update_counter(table, :given_up, 1, {:given_up, 0})
+        else
+          Process.sleep(5)
+          write(key, version, table, live, tries + 1)
+        end
     end
   end
 
@@ -194,7 +204,7 @@ defmodule ShardedStoreTest do
 
         {_, {acked, acked_at}} when not is_tuple(result) or elem(elem(result, 1), 0) < acked ->
           :ets.update_counter(table, :reads, 1, {:reads, 0})
-          stale = {key, acked, acked_at, started, result}
+          stale = {key, acked, acked_at, started, result, now()}
           :ets.insert(table, {{:stale, System.unique_integer([:monotonic])}, stale})
 
         _ ->
@@ -296,19 +306,28 @@ defmodule ShardedStoreTest do
       table
       |> :ets.match_object({{:stale, :_}, :_})
       |> Enum.map(&elem(&1, 1))
-      |> Enum.split_with(fn {key, _, acked_at, started, _} ->
+      |> Enum.split_with(fn {key, _, acked_at, started, _, _} ->
         Enum.any?(double_kills, &(key in &1.keys and acked_at <= &1.settled and started >= &1.at))
       end)
 
     # Reads of keys whose two owners a partition cut off, while it lasted: the
-    # majority side must refuse them (it cannot know what they hold); counted
-    # apart to show where a stale read would come from.
+    # majority side must refuse them (it cannot know what they hold) for forget:
+    # after its views dropped them (at or after the cut), so every read that
+    # completed within forget of the cut; counted apart to show where a stale
+    # read would come from. Those that completed later are the envelope's
+    # "partition longer than forget:" (the departure may have been recorded up
+    # to the settle after the cut), printed, not asserted.
     {stale_cut_off, stale} =
-      Enum.split_with(stale, fn {key, _, _, started, _} ->
+      Enum.split_with(stale, fn {key, _, _, started, _, _} ->
         Enum.any?(
           context.partitions,
           &(key in &1.keys and started >= &1.cut and started <= &1.healed)
         )
+      end)
+
+    {stale_forgotten, stale_cut_off} =
+      Enum.split_with(stale_cut_off, fn {key, _, _, _, _, finished} ->
+        Enum.any?(context.partitions, &(key in &1.keys and finished >= &1.cut + @forget * 1000))
       end)
 
     refusals = :ets.match_object(table, {{:refusal, :_, :_}, :_})
@@ -326,7 +345,8 @@ defmodule ShardedStoreTest do
 
         %{
           before_seen: Enum.count(acks, fn {_, _, at} -> at <= seen end),
-          after_seen: Enum.count(acks, fn {_, _, at} -> at > seen end)
+          after_seen: Enum.count(acks, fn {_, _, at} -> at > seen end),
+          lasted: div(heal - cut, 1000)
         }
       end
 
@@ -349,12 +369,12 @@ defmodule ShardedStoreTest do
     #{count.(:given_up)} writes given up; \
     #{newer} keys read at a later attempted version than the last acknowledged
     #{count.(:reads)} reads answered, #{length(stale)} stale (besides #{length(stale_cut_off)} of keys whose two owners \
-    a partition cut off, while it lasted), \
+    a partition cut off, within forget: of the cut, and #{length(stale_forgotten)} after it), \
     #{count.(:reads_refused)} refused (no quorum, unavailable)
     double kills: #{Enum.map_join(double_kills, ", ", &double_kill_line/1)}; \
     at the end #{length(lost_in_double_kill)} of those keys still lost, #{length(stale_in_double_kill)} stale reads of them
     partitions [2 | 3]: writes acknowledged by a minority-side coordinator between the cut and the heal: \
-    #{Enum.map_join(partitions, ", ", &"#{&1.before_seen} before every view showed the cut, #{&1.after_seen} after")}
+    #{Enum.map_join(partitions, ", ", &"#{&1.before_seen} before every view showed the cut, #{&1.after_seen} after (cut to heal #{&1.lasted} ms)")}
     a node still named after its nodedown, on the other nodes (us): until snapshot/1 drops it: \
     median #{inspect(median(visible))}, max #{inspect(Enum.max(visible, fn -> nil end))}, n=#{length(visible)}; \
     until the snapshot message: median #{inspect(median(notified))}, max #{inspect(Enum.max(notified, fn -> nil end))}; \
@@ -467,10 +487,14 @@ defmodule ShardedStoreTest do
     %{c | nodes: nodes, double_kills: c.double_kills ++ [kill]}
   end
 
-  # A partition [2 | rest]; writes go on from both sides; then it heals.
+  # A partition [2 | rest]; writes go on from both sides; then it heals. The keys
+  # whose two owners are cut off refuse reads and writes on the majority side
+  # for forget:, and the minority side has no quorum: writers leave them alone
+  # until the heal.
   defp event(:partition, %{nodes: nodes} = c, count) do
     {minority, majority} = Enum.split(nodes, 2)
     both = owned_by_both(hd(majority), minority)
+    :ets.insert(c.table, Enum.map(both, &{{:frozen, &1}}))
     cut = now()
     for a <- minority, b <- majority, do: rpc(a, :erlang, :disconnect_node, [b])
     settle([minority, majority], :partition, c.times)
@@ -480,6 +504,7 @@ defmodule ShardedStoreTest do
     heal = now()
     for a <- nodes, b <- nodes, a < b, do: true = rpc(a, :net_kernel, :connect_node, [b])
     settle([nodes], :heal, c.times)
+    Enum.each(both, &:ets.delete(c.table, {:frozen, &1}))
     partition = %{minority: minority, cut: cut, seen: seen, heal: heal, healed: now(), keys: both}
     %{c | partitions: c.partitions ++ [partition]}
   end
@@ -533,8 +558,21 @@ defmodule ShardedStoreTest do
     IO.puts("without quorum: #{partition.after_seen} writes acknowledged on the minority side")
   end
 
+  # A key the library refuses (nested deeper than 256 levels), built at run time.
+  defp deep_key, do: Enum.reduce(1..300, :k, fn _, term -> [term] end)
+
+  # What a call on `node` raised, as the exception struct (erpc wraps it).
+  defp raised(node, m, f, a) do
+    rpc(node, m, f, a)
+  catch
+    :error, {:exception, exception, _stack} -> exception
+  end
+
+  defp replica(node), do: rpc(node, Process, :whereis, [ShardedStore.Replica])
+
   @tag timeout: 300_000
-  test "put/3 and get/1 say what happened: stored, stale, conflict, not found, no quorum" do
+  test "put/3 and get/1 say what happened: stored, stale, conflict (exact values), not found, " <>
+         "not acknowledged, no quorum; bad keys and versions are the caller's ArgumentError" do
     {:ok, times} = Agent.start_link(fn -> [] end)
 
     {peers, nodes} =
@@ -554,6 +592,16 @@ defmodule ShardedStoreTest do
       ShardedStore.put("k", 1.5, :v)
     end
 
+    assert_raise ArgumentError, ~r/invalid key: term nested deeper than 256/, fn ->
+      ShardedStore.put(deep_key(), 1, :v)
+    end
+
+    assert_raise ArgumentError, ~r/invalid key/, fn -> ShardedStore.get(deep_key()) end
+
+    assert_raise ArgumentError, ~r/invalid key/, fn ->
+      ShardedStore.get_many(["k", deep_key()])
+    end
+
     assert put.("k", 5, :first) == :ok
     assert put.("k", 5, :first) == :ok
     assert put.("k", 4, :older) == {:error, {:stale, 5}}
@@ -564,21 +612,85 @@ defmodule ShardedStoreTest do
     assert put.("k", 6, :first) == :ok
     assert get.("k") == {:ok, {6, :first}}
 
-    # Two of three is a majority of 3: still answers. One of three is not.
+    # Values are compared exactly: 1 and 1.0 are two values (the integer wins the
+    # tie-break), and so are {1} and {1.0} nested anywhere.
+    assert put.("int first", 1, 1) == :ok
+    assert put.("int first", 1, 1.0) === {:error, {:conflict, 1}}
+    assert get.("int first") === {:ok, {1, 1}}
+    assert put.("float first", 1, x: 1.0) == :ok
+    assert put.("float first", 1, x: 1) == :ok
+    assert put.("float first", 1, x: 1.0) === {:error, {:conflict, [x: 1]}}
+    assert get.("float first") === {:ok, {1, [x: 1]}}
+
+    # Keys follow the library's rules: an improper list is a key like any other.
+    assert put.([1 | 2], 1, :improper) == :ok
+    assert get.([1 | 2]) == {:ok, {1, :improper}}
+
+    # An owner that does not answer: not acknowledged (put/3 waits 5 s for it).
+    [owner | _] = rpc(a, HRW.Cluster, :owners, [ShardedStore.cluster(), "k", 2])
+    :ok = rpc(owner, :sys, :suspend, [ShardedStore.Replica])
+    assert {:error, {:not_acknowledged, replies}} = put.("k", 7, :late)
+    assert {:error, :timeout} in replies
+    :ok = rpc(owner, :sys, :resume, [ShardedStore.Replica])
+
+    # A departure (the case where a read computes owners of departed members).
     :peer.stop(Enum.at(peers, 2))
     settle([[a, b]], :stop, times)
-    assert get.("k") == {:ok, {6, :first}}
+    assert get.("k") in [{:ok, {6, :first}}, {:ok, {7, :late}}]
+    replicas = Enum.map([a, b], &replica/1)
+
+    # Bad keys from every node are the caller's ArgumentError; requests sent to
+    # a replica directly, of any shape, are answered and change nothing.
+    for node <- [a, b] do
+      assert %ArgumentError{} = raised(node, ShardedStore, :get, [deep_key()])
+      assert %ArgumentError{} = raised(node, ShardedStore, :put, [deep_key(), 1, :v])
+      fingerprint = rpc(node, HRW.Cluster, :fingerprint, [ShardedStore.cluster()])
+      replica = {ShardedStore.Replica, node}
+
+      for {request, reply} <- [
+            {{:read, deep_key()}, {:error, :bad_key}},
+            {{:write, deep_key(), 1, :v, fingerprint}, {:error, :bad_key}},
+            {{:write, "k", 1.0, :v, fingerprint}, {:error, :bad_request}},
+            {{:write, "k", :high, :v, fingerprint}, {:error, :bad_request}},
+            {{:leave, :soon}, {:error, :bad_request}},
+            {:nonsense, {:error, :bad_request}}
+          ] do
+        assert GenServer.call(replica, request) == reply
+      end
+
+      GenServer.cast(replica, {:handoff, self(), make_ref(), %{deep_key() => {99, :v}}})
+      GenServer.cast(replica, {:handoff, self(), make_ref(), %{"k" => {:x, :y}, "j" => :v}})
+      GenServer.cast(replica, {:handoff, :nobody, make_ref(), %{"k" => {99, :v}}})
+      GenServer.cast(replica, {:handoff, self(), make_ref(), [{"k", {99, :v}}]})
+      GenServer.cast(replica, :nonsense)
+    end
+
+    assert Enum.map([a, b], &replica/1) == replicas
+    assert get.("k") in [{:ok, {6, :first}}, {:ok, {7, :late}}]
+    assert get.("int first") === {:ok, {1, 1}}
+
+    # Two of three is a majority of 3: it still answers (above). One of three is not.
     :peer.stop(Enum.at(peers, 1))
     no_quorum = fn -> not rpc(a, HRW.Cluster, :snapshot, [ShardedStore.cluster()]).quorum? end
     until(no_quorum, fn -> "no quorum on a" end)
     assert rpc(a, ShardedStore, :get, ["k"]) == {:error, :no_quorum}
     assert rpc(a, ShardedStore, :get, ["never written"]) == {:error, :no_quorum}
-    assert put.("k", 7, :third) == {:error, :no_quorum}
+    assert put.("k", 8, :third) == {:error, :no_quorum}
     :peer.stop(hd(peers))
   end
 
   @tag timeout: 300_000
-  test "get/1 refuses a key whose two owners both left, and answers the others" do
+  test "put/3 with a single member (quorum of 1) answers :too_few_replicas; get/1 still answers" do
+    {peer, node} = join([], 1)
+    {:ok, times} = Agent.start_link(fn -> [] end)
+    settle([[node]], :start, times)
+    assert rpc(node, ShardedStore, :put, ["k", 1, :v]) == {:error, :too_few_replicas}
+    assert rpc(node, ShardedStore, :get, ["k"]) == :not_found
+    :peer.stop(peer)
+  end
+
+  @tag timeout: 300_000
+  test "get/1 and put/3 refuse a key whose two owners both left, and answer the others" do
     {:ok, times} = Agent.start_link(fn -> [] end)
 
     # A majority of 3 is 2: the two nodes left after two stops keep the quorum.
@@ -613,6 +725,20 @@ defmodule ShardedStoreTest do
       assert rpc(node, ShardedStore, :get, [one]) == {:ok, {1, one}}
       assert rpc(node, ShardedStore, :get, [neither]) == {:ok, {1, neither}}
     end
+
+    # The survivors hold nothing of `both`: a write below the version its
+    # departed owners hold (or any other) is refused, not acknowledged.
+    for node <- [c, d], version <- [0, 1, 2] do
+      assert rpc(node, ShardedStore, :put, [both, version, :after]) == {:error, :unavailable}
+    end
+
+    for node <- [c, d] do
+      assert rpc(node, ShardedStore, :put, [one, 2, :after]) == :ok
+      assert rpc(node, ShardedStore, :put, [neither, 2, :after]) == :ok
+    end
+
+    assert rpc(c, ShardedStore, :get, [both]) == {:error, :unavailable}
+    assert rpc(d, ShardedStore, :get, [one]) == {:ok, {2, :after}}
 
     Enum.each(survivors, &:peer.stop(peers[&1]))
   end

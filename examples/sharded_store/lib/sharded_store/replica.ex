@@ -3,10 +3,12 @@ defmodule ShardedStore.Replica do
   One node's replica: the entries it holds (`key => {version, value}`), the last
   cluster snapshot it has processed, the pushes of its handoff still to do, and
   the members that left its view recently (5 s by default), with the last structure
-  that held them (so a read can tell a key whose two owners both left).
+  that held them (so a read or a write can tell a key whose two owners both left).
   """
 
   use GenServer
+
+  alias ShardedStore.Order
 
   @retry 200
   @resend 5_000
@@ -62,50 +64,115 @@ defmodule ShardedStore.Replica do
      }}
   end
 
+  # Every request is answered, whatever its terms: a key the library cannot hash,
+  # a version that is not an integer or a request of unknown shape gets an error
+  # reply, never an exit of the replica (which would lose what it holds).
   @impl true
-  def handle_call({:write, key, version, value, fingerprint}, _from, state) do
-    snapshot = state.snapshot
+  def handle_call({:write, key, version, value, fingerprint}, _from, state)
+      when is_integer(version) do
+    case writable(state, key, fingerprint) do
+      :ok ->
+        case take(Map.get(state.data, key), {version, value}) do
+          :take -> {:reply, :ok, %{state | data: Map.put(state.data, key, {version, value})}}
+          :held -> {:reply, :ok, state}
+          refusal -> {:reply, {:error, refusal}, state}
+        end
 
-    # The snapshot processed (so the handoff of any change after it carries this
-    # write) and the one published now (a nodedown is published before the
-    # replica hears of it) must both be the writer's.
-    if state.leaving == nil and snapshot.quorum? and snapshot.fingerprint == fingerprint and
-         HRW.Cluster.fingerprint(ShardedStore.cluster()) == fingerprint and
-         node() in HRW.owners(key, snapshot.structure, 2) do
-      case take(Map.get(state.data, key), {version, value}) do
-        :take -> {:reply, :ok, %{state | data: Map.put(state.data, key, {version, value})}}
-        :held -> {:reply, :ok, state}
-        refusal -> {:reply, {:error, refusal}, state}
-      end
-    else
-      {:reply, {:error, :wrong_view}, state}
+      refusal ->
+        {:reply, {:error, refusal}, state}
     end
   end
 
   # With the snapshot this replica has processed, so the reader can tell whether
   # every member answered from the same view.
   def handle_call({:read, key}, _from, state) do
-    entry = Map.get(state.data, key)
-    {:reply, {:entry, state.snapshot.fingerprint, entry, cut_off?(state, key)}, state}
+    if key?(key) do
+      entry = Map.get(state.data, key)
+      {:reply, {:entry, state.snapshot.fingerprint, entry, cut_off?(state, key)}, state}
+    else
+      {:reply, {:error, :bad_key}, state}
+    end
   end
 
   def handle_call(:status, _from, state) do
     {:reply, {state.snapshot.fingerprint, map_size(state.pending), map_size(state.data)}, state}
   end
 
-  def handle_call({:leave, timeout}, from, state) do
+  def handle_call({:leave, timeout}, from, %{leaving: nil} = state)
+      when is_integer(timeout) and timeout >= 0 do
     {scope, group} = ShardedStore.group()
-    :ok = :pg.leave(scope, group, self())
+    _ = :pg.leave(scope, group, self())
     deadline = System.monotonic_time(:millisecond) + timeout
     {:noreply, %{state | leaving: {from, deadline}}}
   end
 
+  def handle_call({:leave, _timeout}, _from, %{leaving: :left} = state),
+    do: {:reply, :ok, state}
+
+  def handle_call({:leave, _timeout}, _from, %{leaving: {_, _}} = state),
+    do: {:reply, {:error, :leaving}, state}
+
+  def handle_call(_request, _from, state), do: {:reply, {:error, :bad_request}, state}
+
+  # A write is taken when the snapshot processed (so the handoff of any change
+  # after it carries this write) and the one published now (a nodedown is
+  # published before the replica hears of it) are both the writer's, this node
+  # is an owner there, and the key's two owners did not both leave within
+  # `forget` (they may hold a higher version: the rule reads follow).
+  defp writable(state, key, fingerprint) do
+    snapshot = state.snapshot
+
+    cond do
+      state.leaving !== nil or not snapshot.quorum? or snapshot.fingerprint !== fingerprint or
+          published_fingerprint() !== fingerprint ->
+        :wrong_view
+
+      not key?(key) ->
+        :bad_key
+
+      node() not in owners(snapshot, key) ->
+        :wrong_view
+
+      cut_off?(state, key) ->
+        :unavailable
+
+      true ->
+        :ok
+    end
+  end
+
+  defp published_fingerprint do
+    HRW.Cluster.fingerprint(ShardedStore.cluster())
+  rescue
+    # No entry published under the name (its server stopped): no view to write in.
+    ArgumentError -> nil
+  end
+
+  # The library's rule for keys: a term it can hash.
+  defp key?(key) do
+    _ = HRW.term_id(key)
+    true
+  rescue
+    ArgumentError -> false
+  end
+
+  # Entries sent by another replica's handoff: any malformed part is dropped.
   @impl true
-  def handle_cast({:handoff, from, ref, entries}, state) do
-    data = Enum.reduce(entries, state.data, fn {key, entry}, data -> merge(data, key, entry) end)
+  def handle_cast({:handoff, from, ref, entries}, state) when is_pid(from) and is_map(entries) do
+    data =
+      Enum.reduce(entries, state.data, fn
+        {key, {version, _value} = entry}, data when is_integer(version) ->
+          if key?(key), do: merge(data, key, entry), else: data
+
+        _, data ->
+          data
+      end)
+
     send(from, {:handoff_ack, ref, node()})
     {:noreply, %{state | data: data}}
   end
+
+  def handle_cast(_request, state), do: {:noreply, state}
 
   @impl true
   def handle_info({:hrw_cluster_snapshot, _name, _old, new}, state) do
@@ -170,23 +237,31 @@ defmodule ShardedStore.Replica do
     recent = for {node, {_, at}} <- gone, now - at <= forget, into: MapSet.new(), do: node
 
     Enum.any?(gone, fn {node, {structure, _at}} ->
-      node in recent and Enum.all?(HRW.owners(key, structure, 2), &(&1 in recent))
+      node in recent and Enum.all?(owners(%{structure: structure}, key), &(&1 in recent))
     end)
   end
 
   # What a write does to the entry held: entries are ordered by version, then by
-  # value (Erlang term order), the same on every replica, so two values written
-  # with one version end the same everywhere whatever the order they arrive in.
+  # value (`ShardedStore.Order`: term order, where 1 and 1.0 differ), the same on
+  # every replica, so two values written with one version end the same everywhere
+  # whatever the order they arrive in. Versions are integers (the only ones taken).
   defp take(nil, _entry), do: :take
   defp take(held, held), do: :held
   defp take({held, _}, {version, _}) when version < held, do: {:stale, held}
-  defp take({version, held}, {version, value}) when held > value, do: {:conflict, held}
+
+  defp take({version, held}, {version, value}) do
+    if Order.compare(held, value) == :gt, do: {:conflict, held}, else: :take
+  end
+
   defp take(_held, _entry), do: :take
 
   defp merge(data, key, entry) do
     case data do
-      %{^key => held} when held >= entry -> data
-      _ -> Map.put(data, key, entry)
+      %{^key => held} ->
+        if Order.compare(entry, held) == :gt, do: Map.put(data, key, entry), else: data
+
+      _ ->
+        Map.put(data, key, entry)
     end
   end
 
@@ -206,8 +281,15 @@ defmodule ShardedStore.Replica do
     end)
   end
 
+  # The key's two owners in a snapshot's structure; none without one, or for a
+  # key the library refuses (the callers check keys first; this never raises).
   defp owners(%{structure: nil}, _key), do: []
-  defp owners(%{structure: structure}, key), do: HRW.owners(key, structure, 2)
+
+  defp owners(%{structure: structure}, key) do
+    HRW.owners(key, structure, 2)
+  rescue
+    ArgumentError -> []
+  end
 
   # Pushes the pending keys, one message per target, without waiting (two replicas
   # may push to each other); a target's keys stay pending until it acknowledges
