@@ -127,7 +127,7 @@ defmodule ShardedStore do
   one side is then one more single fault, and the guarantees above hold for it,
   **on one condition the store takes from the cluster**: the majority's cluster
   gives a departed member's keys to new owners only once that member's lease
-  must have lapsed (docs/CLUSTER.md, "Silent partitions and the lease", says
+  must have lapsed (cluster/docs/CLUSTER.md, "Silent partitions and the lease", says
   when a new owner takes over). Where it takes them sooner, at its own
   `:nodedown`s while the minority still holds its lease (the majority's side of
   the links drops first, or a lease longer than failure detection), both sides
@@ -157,7 +157,7 @@ defmodule ShardedStore do
   What it costs: the cluster's heartbeats. Each node sends one to each other
   member every `ms / 3` and answers theirs: 2(n - 1) × 3000 / `ms` messages a
   second per node (5 nodes with `lease: 1000`: 24 each, 120 in the cluster), see
-  docs/CLUSTER.md, "What it costs". And a lapse without a cut (a long garbage
+  cluster/docs/CLUSTER.md, "What it costs". And a lapse without a cut (a long garbage
   collection, an overloaded scheduler, a lease below the links' worst round trip)
   makes a node refuse writes and reads until its quorum is back, which is when
   the answers to its next heartbeats arrive: heartbeats go out every `ms / 3`, so
