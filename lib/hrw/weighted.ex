@@ -41,7 +41,10 @@ defmodule HRW.Weighted do
   Natively (no `hash_fn`) the score is a non-negative integer below `2 ** 128` that
   orders nodes exactly as owners are chosen: `(2 ** 64 - 1 - cost_key) * 2 ** 64 +
   n3_score`, the cost key of docs/HASHING.md §3 (lower cost, then higher N3 score,
-  wins). It is exact for every valid weight: no cost overflows or rounds.
+  wins). It is exact for every valid weight: no cost overflows or rounds. A first
+  argument that is not an `%HRW.Weighted{}`, a `hash_fn` that is not a function of
+  arity 1, an entry that is not `{node, weight}` or a weight out of range raises
+  `ArgumentError`.
 
   ## Examples
 
@@ -60,14 +63,28 @@ defmodule HRW.Weighted do
     Native.weighted_score(key, entry)
   end
 
-  def score(%__MODULE__{hash_fn: hash_fn}, key, {node, weight}) do
+  def score(%__MODULE__{hash_fn: hash_fn}, key, {node, weight}) when is_function(hash_fn, 1) do
     normalized = (hash_fn.({key, node}) &&& @phash2_max) / @phash2_max
     :math.pow(normalized, exponent(checked_weight!(weight)))
   end
 
-  def score(%__MODULE__{}, _key, entry) do
+  def score(%__MODULE__{hash_fn: hash_fn}, _key, entry) when is_function(hash_fn, 1) do
     raise ArgumentError,
           "weighted nodes must be {node, weight} tuples, got: #{describe(entry)}"
+  end
+
+  def score(%__MODULE__{} = scorer, _key, _entry) do
+    # A `hash_fn` that is no function of arity 1 is named; a map that only
+    # names the struct is refused as a whole.
+    _ = HRW.Options.scorer_struct!(scorer, "scorer")
+
+    raise ArgumentError,
+          "HRW.Weighted.score/3 expects an %HRW.Weighted{} scorer, got: #{HRW.brief(scorer)}"
+  end
+
+  def score(other, _key, _entry) do
+    raise ArgumentError,
+          "HRW.Weighted.score/3 expects an %HRW.Weighted{} scorer, got: #{HRW.brief(other)}"
   end
 
   @doc false
