@@ -239,6 +239,27 @@ defmodule HRW.Options do
   end
 
   @doc """
+  Checks the fields a ring or skeleton is rebuilt from (`HRW.Prepared.rebuild/1`):
+  `:nodes` a tuple, `:weights` `nil` or a tuple as long, a skeleton's
+  `:cluster_size` in range; raises `forged/2`'s `ArgumentError` naming the first
+  field that is not what the constructor made.
+  """
+  @spec rebuildable!(struct()) :: :ok
+  def rebuildable!(%{nodes: nodes} = prepared) when not is_tuple(nodes),
+    do: raise(ArgumentError, forged(prepared, :nodes))
+
+  def rebuildable!(%{nodes: nodes, weights: weights} = prepared)
+      when not (is_nil(weights) or
+                  (is_tuple(weights) and tuple_size(weights) == tuple_size(nodes))),
+      do: raise(ArgumentError, forged(prepared, :weights))
+
+  def rebuildable!(%HRW.Skeleton{cluster_size: size} = skeleton)
+      when not (is_integer(size) and size >= 1 and size <= @max_cluster_size),
+      do: raise(ArgumentError, forged(skeleton, :cluster_size))
+
+  def rebuildable!(_prepared), do: :ok
+
+  @doc """
   `#Name<n nodes, extra...>` for the `Inspect` of a ring or skeleton, given its
   `:nodes` field; `nodes: corrupt` when that is no tuple (changed by hand).
   """
