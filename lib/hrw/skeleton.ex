@@ -60,6 +60,8 @@ defmodule HRW.Skeleton do
 
     case scorer do
       elixir_scorer when is_struct(elixir_scorer) ->
+        if is_struct(elixir_scorer, HRW.Weighted), do: Enum.each(nodes, &HRW.Weighted.entry!/1)
+
         %__MODULE__{
           nodes: nodes |> Enum.uniq() |> List.to_tuple(),
           weights: nil,

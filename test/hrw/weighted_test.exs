@@ -177,6 +177,32 @@ defmodule HRW.WeightedTest do
     end
   end
 
+  test "a refused weight is printed as HASHING.md §3 says, the same on the native and Elixir paths" do
+    printed = [
+      {9_007_199_254_740_994.0, "at most 2^53 (9007199254740992), got: 9007199254740994.0"},
+      {2 ** 53 + 1, "at most 2^53 (9007199254740992), got: 9007199254740993"},
+      {2 ** 63 - 1, "at most 2^53 (9007199254740992), got: 9223372036854775807"},
+      {2 ** 63, "at most 2^53 (9007199254740992), got: an integer outside the 64-bit range"},
+      {2 ** 64, "at most 2^53 (9007199254740992), got: an integer outside the 64-bit range"},
+      {2 ** 4000, "at most 2^53 (9007199254740992), got: an integer outside the 64-bit range"},
+      {-(2 ** 63), "positive, got: -9223372036854775808"},
+      {-(2 ** 63) - 1, "positive, got: an integer outside the 64-bit range"},
+      {-0.0, "positive, got: -0.0"},
+      {1.0e300, "at most 2^53 (9007199254740992), got: 1.0e300"}
+    ]
+
+    for {weight, text} <- printed,
+        scorer <- [@w, @phash],
+        call <- [
+          &HRW.owner("k", &1, scorer: scorer),
+          &HRW.owner_batch(["k"], &1, scorer: scorer),
+          &HRW.build(&1, scorer: scorer)
+        ] do
+      error = assert_raise ArgumentError, fn -> call.([{"a", 1}, {"b", weight}]) end
+      assert error.message == "weight must be " <> text, "#{inspect(weight)} #{inspect(scorer)}"
+    end
+  end
+
   test "Ring.nodes/1 and Skeleton.nodes/1 return weights exactly as given" do
     # Compared with ===: 1.0e10 must not come back as the integer 10000000000.
     nodes = [{"a", 1.0e10}, {"b", 2}, {"c", 2.0}, {"d", 5.0e-324}, {"e", 2 ** 53}]
