@@ -1,7 +1,7 @@
 defmodule HRW.InputsTest do
-  # Inputs a hostile probe found outside the option checker (issue 35): each now
-  # gets an ArgumentError naming the option or argument and what it accepts, and
-  # one mistake gets one message whatever the entry point.
+  # Inputs outside the option checker: each gets an ArgumentError naming the option
+  # or argument and what it accepts, and one mistake gets one message whatever the
+  # entry point.
   use ExUnit.Case, async: false
 
   alias HRW.Cluster.Fingerprint
@@ -313,7 +313,7 @@ defmodule HRW.InputsTest do
     assert owner == Enum.max_by(@nodes, &:erlang.phash2({"k", &1}))
   end
 
-  test "HRW.Cluster.replica_moves/4 takes a proper list of keys" do
+  test "HRW.Cluster.replica_moves/4 takes a proper list of keys and lists the keys that move" do
     ring = HRW.Ring.new(@nodes)
     bigger = HRW.Ring.new(["n4" | @nodes])
 
@@ -322,7 +322,18 @@ defmodule HRW.InputsTest do
       assert Exception.message(error) =~ "keys must be a"
     end
 
-    assert is_list(HRW.Cluster.replica_moves(["a", "b"], ring, bigger))
+    # A proper list is taken, and answered with exactly the keys whose owner moved.
+    keys = Enum.map(1..40, &"key-#{&1}")
+
+    moved =
+      for key <- keys,
+          [from] = HRW.owners(key, ring, 1),
+          [to] = HRW.owners(key, bigger, 1),
+          from != to,
+          do: {key, [from], [to]}
+
+    assert moved != []
+    assert HRW.Cluster.replica_moves(keys, ring, bigger) == moved
   end
 
   test "HRW.Cluster.Fingerprint refuses what it cannot fingerprint, by name" do
