@@ -52,7 +52,8 @@ defmodule HRW do
 
   With `hash_fn: nil` this is the N3 score of the two terms' canonical ids, an
   unsigned 64-bit integer. With a `hash_fn` it is `hash_fn.({key, node})`, as in
-  hrw 0.2.1.
+  hrw 0.2.1. A first argument that is not an `%HRW{}`, or a `hash_fn` that is not
+  a function of arity 1, raises `ArgumentError`.
 
   ## Examples
 
@@ -67,7 +68,16 @@ defmodule HRW do
     Native.score(key, node)
   end
 
-  def score(%__MODULE__{hash_fn: hash_fn}, key, node), do: hash_fn.({key, node})
+  def score(%__MODULE__{hash_fn: hash_fn}, key, node) when is_function(hash_fn, 1),
+    do: hash_fn.({key, node})
+
+  def score(%__MODULE__{} = scorer, _key, _node) do
+    _ = Options.scorer_struct!(scorer, "scorer")
+    raise ArgumentError, "HRW.score/3 expects an %HRW{} scorer, got: #{HRW.brief(scorer)}"
+  end
+
+  def score(other, _key, _node),
+    do: raise(ArgumentError, "HRW.score/3 expects an %HRW{} scorer, got: #{HRW.brief(other)}")
 
   @doc """
   The canonical 64-bit id of any term, the input to every native score.
@@ -179,9 +189,11 @@ defmodule HRW do
       many nodes the skeleton's owners are exactly the list's. Larger leaves mean
       fewer levels, slightly slower lookups and larger (rarer) key movements when a
       leaf splits.
-    * `:fanout` - an integer in `2..4096`, accepted for compatibility with hrw 0.2.1
-      and shown by `inspect`; any accepted value gives the same binary trie (one
-      coin per level). Defaults to `2`.
+    * `:fanout` - accepted for compatibility with hrw 0.2.1 and **ignored**: the
+      trie is binary whatever the value (one coin per level), so no value moves a
+      key. It must still be an integer in `2..4096`, as hrw code passes; there is
+      no default (the struct's `fanout` is `nil` when the option is not given), and
+      `inspect` shows a given value as `fanout: 3 (ignored)`.
     * `:scorer` - `%HRW{}` (default), `%HRW.Weighted{}` for `{node, weight}` nodes
       (each node's share is `w/Σw`), or an Elixir scorer (lookups then score every
       node with it, exactly but in O(n)).
@@ -199,13 +211,15 @@ defmodule HRW do
   ## Examples
 
       iex> skeleton = HRW.build(["server1", "server2", "server3"])
-      #HRW.Skeleton<3 nodes, cluster_size: 16, fanout: 2, scorer: %HRW{hash_fn: nil}>
+      #HRW.Skeleton<3 nodes, cluster_size: 16, scorer: %HRW{hash_fn: nil}>
       iex> HRW.owner("192.168.0.2", skeleton) == HRW.owner("192.168.0.2", ["server1", "server2", "server3"])
       true
+      iex> HRW.build(["server1", "server2", "server3"], fanout: 3)
+      #HRW.Skeleton<3 nodes, cluster_size: 16, fanout: 3 (ignored), scorer: %HRW{hash_fn: nil}>
 
       iex> skeleton = HRW.build(["server1", "server2", "server3"],
       ...>   overrides: %{"hot" => "big-server", "pinned" => ["server3", "server1"]})
-      #HRW.Skeleton<3 nodes, cluster_size: 16, fanout: 2, scorer: %HRW{hash_fn: nil}, overrides: 2>
+      #HRW.Skeleton<3 nodes, cluster_size: 16, scorer: %HRW{hash_fn: nil}, overrides: 2>
       iex> HRW.owner("hot", skeleton)
       "big-server"
       iex> HRW.owners("pinned", skeleton, 3)

@@ -66,22 +66,35 @@ defmodule HRW.Options do
       %HRW.Weighted{hash_fn: nil} ->
         :weighted
 
-      %struct{hash_fn: f} = scorer when struct in [HRW, HRW.Weighted] ->
-        _ = hash_fn!(f)
-        scorer
-
-      %mod{} = scorer ->
-        # A module not loaded yet (code loaded on demand, in a release or iex) is
-        # loaded before its function is looked for.
-        if Code.ensure_loaded?(mod) and function_exported?(mod, :score, 3) do
-          scorer
-        else
-          raise ArgumentError, "scorer #{inspect(mod)} does not implement HRW.Scorer.score/3"
-        end
-
       other ->
-        raise ArgumentError, "scorer must be a scorer struct, got: #{HRW.brief(other)}"
+        scorer_struct!(other, "scorer")
     end
+  end
+
+  @doc """
+  A scorer struct that runs in Elixir or natively: `%HRW{}` or `%HRW.Weighted{}`
+  whose `hash_fn` is `nil` or a function of arity 1, or a struct whose module
+  implements `HRW.Scorer.score/3`. Anything else raises `ArgumentError`, `what`
+  naming where the value came from.
+  """
+  @spec scorer_struct!(term(), String.t()) :: struct()
+  def scorer_struct!(%struct{hash_fn: f} = scorer, _what) when struct in [HRW, HRW.Weighted] do
+    _ = hash_fn!(f)
+    scorer
+  end
+
+  def scorer_struct!(%mod{} = scorer, what) do
+    # A module not loaded yet (code loaded on demand, in a release or iex) is
+    # loaded before its function is looked for.
+    if Code.ensure_loaded?(mod) and function_exported?(mod, :score, 3) do
+      scorer
+    else
+      raise ArgumentError, "#{what} #{inspect(mod)} does not implement HRW.Scorer.score/3"
+    end
+  end
+
+  def scorer_struct!(other, what) do
+    raise ArgumentError, "#{what} must be a scorer struct, got: #{HRW.brief(other)}"
   end
 
   @doc "For prepared structures: true when weighted; raises for Elixir-side scorers."
@@ -213,6 +226,48 @@ defmodule HRW.Options do
   """
   @spec not_struct(term(), module()) :: String.t()
   def not_struct(other, module), do: "expected an #{inspect(module)}, got: #{HRW.brief(other)}"
+
+  @doc """
+  The message for a ring or skeleton whose `field` is not what its constructor
+  made (changed by hand).
+  """
+  @spec forged(struct(), atom()) :: String.t()
+  def forged(%module{} = struct, field) do
+    "the #{inspect(module)} struct's #{inspect(field)} field was changed by hand " <>
+      "(build it with its constructor), got: #{HRW.brief(Map.get(struct, field))}"
+  end
+
+  @doc """
+  Checks the fields a ring or skeleton is rebuilt from (`HRW.Prepared.rebuild/1`):
+  `:nodes` a tuple, `:weights` `nil` or a tuple as long, a skeleton's
+  `:cluster_size` in range; raises `forged/2`'s `ArgumentError` naming the first
+  field that is not what the constructor made.
+  """
+  @spec rebuildable!(struct()) :: :ok
+  def rebuildable!(%{nodes: nodes} = prepared) when not is_tuple(nodes),
+    do: raise(ArgumentError, forged(prepared, :nodes))
+
+  def rebuildable!(%{nodes: nodes, weights: weights} = prepared)
+      when not (is_nil(weights) or
+                  (is_tuple(weights) and tuple_size(weights) == tuple_size(nodes))),
+      do: raise(ArgumentError, forged(prepared, :weights))
+
+  def rebuildable!(%HRW.Skeleton{cluster_size: size} = skeleton)
+      when not (is_integer(size) and size >= 1 and size <= @max_cluster_size),
+      do: raise(ArgumentError, forged(skeleton, :cluster_size))
+
+  def rebuildable!(_prepared), do: :ok
+
+  @doc """
+  `#Name<n nodes, extra...>` for the `Inspect` of a ring or skeleton, given its
+  `:nodes` field; `nodes: corrupt` when that is no tuple (changed by hand).
+  """
+  @spec label(String.t(), term(), [String.t()]) :: String.t()
+  def label(name, nodes, extras) when is_tuple(nodes),
+    do: HRW.Prepared.label(name, tuple_size(nodes), extras)
+
+  def label(name, _nodes, extras),
+    do: "##{name}<" <> Enum.join(["nodes: corrupt" | extras], ", ") <> ">"
 
   @doc "A list of keys; with `proper: true` also a proper one."
   @spec keys!(term(), keyword()) :: [term()]

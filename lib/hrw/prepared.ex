@@ -207,6 +207,7 @@ defmodule HRW.Prepared do
   @spec rebuild(t()) :: {reference(), non_neg_integer()}
   def rebuild(%module{fingerprint: fingerprint} = prepared) do
     HRW.Prepared.Cache.count_rebuild()
+    :ok = Options.rebuildable!(prepared)
 
     case build(prepared) do
       {resource, _, _, ^fingerprint} ->

@@ -125,7 +125,17 @@ defmodule HRW.Ring do
       ["a", "b"]
   """
   @spec nodes(t()) :: [term()]
-  def nodes(%__MODULE__{nodes: nodes, weights: weights}), do: Prepared.entries(nodes, weights)
+  def nodes(%__MODULE__{nodes: nodes, weights: nil}) when is_tuple(nodes),
+    do: Prepared.entries(nodes, nil)
+
+  def nodes(%__MODULE__{nodes: nodes, weights: weights})
+      when is_tuple(nodes) and is_tuple(weights) and tuple_size(weights) == tuple_size(nodes),
+      do: Prepared.entries(nodes, weights)
+
+  def nodes(%__MODULE__{nodes: nodes} = forged) when is_tuple(nodes),
+    do: raise(ArgumentError, Options.forged(forged, :weights))
+
+  def nodes(%__MODULE__{} = forged), do: raise(ArgumentError, Options.forged(forged, :nodes))
   def nodes(other), do: raise(ArgumentError, Options.not_struct(other, __MODULE__))
 
   @doc """
@@ -137,14 +147,16 @@ defmodule HRW.Ring do
       2
   """
   @spec size(t()) :: pos_integer()
-  def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
+  def size(%__MODULE__{nodes: nodes}) when is_tuple(nodes), do: tuple_size(nodes)
+  def size(%__MODULE__{} = forged), do: raise(ArgumentError, Options.forged(forged, :nodes))
   def size(other), do: raise(ArgumentError, Options.not_struct(other, __MODULE__))
 
+  # A field changed by hand shows as `corrupt`, never as an error from inspect.
   defimpl Inspect do
     def inspect(ring, _opts) do
       extras = if ring.weights, do: ["weighted"], else: []
       overrides = HRW.Overrides.label(ring.overrides)
-      HRW.Prepared.label("HRW.Ring", HRW.Ring.size(ring), extras ++ overrides)
+      HRW.Options.label("HRW.Ring", ring.nodes, extras ++ overrides)
     end
   end
 end

@@ -35,13 +35,12 @@ defmodule HRW.Skeleton do
           resource: reference() | nil,
           fingerprint: non_neg_integer() | nil,
           cluster_size: pos_integer(),
-          fanout: pos_integer(),
+          fanout: pos_integer() | nil,
           scorer: struct(),
           overrides: %{optional(term()) => [term(), ...]} | nil
         }
 
   @default_cluster_size 16
-  @default_fanout 2
 
   @doc false
   @spec build([term(), ...], keyword()) :: t()
@@ -50,12 +49,19 @@ defmodule HRW.Skeleton do
     scorer = Options.scorer!(opts, caller, [:scorer, :fanout, :cluster_size, :overrides])
     _ = Options.nodes!(nodes)
     size = Options.cluster_size!(Keyword.get(opts, :cluster_size, @default_cluster_size), caller)
-    fanout = Options.fanout!(Keyword.get(opts, :fanout, @default_fanout), caller)
+    # Accepted for hrw 0.2.1's API, kept as given (`nil` when not given), ignored.
+    fanout =
+      case Keyword.fetch(opts, :fanout) do
+        {:ok, value} -> Options.fanout!(value, caller)
+        :error -> nil
+      end
 
     overrides = Overrides.new!(Keyword.get(opts, :overrides), caller, not is_struct(scorer))
 
     case scorer do
       elixir_scorer when is_struct(elixir_scorer) ->
+        if is_struct(elixir_scorer, HRW.Weighted), do: Enum.each(nodes, &HRW.Weighted.entry!/1)
+
         %__MODULE__{
           nodes: nodes |> Enum.uniq() |> List.to_tuple(),
           weights: nil,
@@ -94,7 +100,17 @@ defmodule HRW.Skeleton do
       ["a", "b"]
   """
   @spec nodes(t()) :: [term()]
-  def nodes(%__MODULE__{nodes: nodes, weights: weights}), do: Prepared.entries(nodes, weights)
+  def nodes(%__MODULE__{nodes: nodes, weights: nil}) when is_tuple(nodes),
+    do: Prepared.entries(nodes, nil)
+
+  def nodes(%__MODULE__{nodes: nodes, weights: weights})
+      when is_tuple(nodes) and is_tuple(weights) and tuple_size(weights) == tuple_size(nodes),
+      do: Prepared.entries(nodes, weights)
+
+  def nodes(%__MODULE__{nodes: nodes} = forged) when is_tuple(nodes),
+    do: raise(ArgumentError, Options.forged(forged, :weights))
+
+  def nodes(%__MODULE__{} = forged), do: raise(ArgumentError, Options.forged(forged, :nodes))
   def nodes(other), do: raise(ArgumentError, Options.not_struct(other, __MODULE__))
 
   @doc """
@@ -122,17 +138,24 @@ defmodule HRW.Skeleton do
       3
   """
   @spec size(t()) :: non_neg_integer()
-  def size(%__MODULE__{nodes: nodes}), do: tuple_size(nodes)
+  def size(%__MODULE__{nodes: nodes}) when is_tuple(nodes), do: tuple_size(nodes)
+  def size(%__MODULE__{} = forged), do: raise(ArgumentError, Options.forged(forged, :nodes))
   def size(other), do: raise(ArgumentError, Options.not_struct(other, __MODULE__))
 
+  # `#HRW.Skeleton<3 nodes, ...>` begins as hrw 0.2.1's did; `:fanout` is shown only
+  # when given, marked as ignored. A field changed by hand shows as `corrupt`,
+  # never as an error from inspect.
   defimpl Inspect do
     def inspect(skeleton, _opts) do
-      HRW.Prepared.label("HRW.Skeleton", HRW.Skeleton.size(skeleton), [
-        "cluster_size: #{skeleton.cluster_size}",
-        "fanout: #{skeleton.fanout}",
-        "scorer: #{Kernel.inspect(skeleton.scorer)}"
-        | HRW.Overrides.label(skeleton.overrides)
-      ])
+      fanout =
+        if skeleton.fanout, do: ["fanout: #{HRW.brief(skeleton.fanout)} (ignored)"], else: []
+
+      extras =
+        ["cluster_size: #{HRW.brief(skeleton.cluster_size)}"] ++
+          fanout ++
+          ["scorer: #{Kernel.inspect(skeleton.scorer)}" | HRW.Overrides.label(skeleton.overrides)]
+
+      HRW.Options.label("HRW.Skeleton", skeleton.nodes, extras)
     end
   end
 end

@@ -41,7 +41,10 @@ defmodule HRW.Weighted do
   Natively (no `hash_fn`) the score is a non-negative integer below `2 ** 128` that
   orders nodes exactly as owners are chosen: `(2 ** 64 - 1 - cost_key) * 2 ** 64 +
   n3_score`, the cost key of docs/HASHING.md §3 (lower cost, then higher N3 score,
-  wins). It is exact for every valid weight: no cost overflows or rounds.
+  wins). It is exact for every valid weight: no cost overflows or rounds. A first
+  argument that is not an `%HRW.Weighted{}`, a `hash_fn` that is not a function of
+  arity 1, an entry that is not `{node, weight}` or a weight out of range raises
+  `ArgumentError`.
 
   ## Examples
 
@@ -60,14 +63,28 @@ defmodule HRW.Weighted do
     Native.weighted_score(key, entry)
   end
 
-  def score(%__MODULE__{hash_fn: hash_fn}, key, {node, weight}) do
+  def score(%__MODULE__{hash_fn: hash_fn}, key, {node, weight}) when is_function(hash_fn, 1) do
     normalized = (hash_fn.({key, node}) &&& @phash2_max) / @phash2_max
     :math.pow(normalized, exponent(checked_weight!(weight)))
   end
 
-  def score(%__MODULE__{}, _key, entry) do
+  def score(%__MODULE__{hash_fn: hash_fn}, _key, entry) when is_function(hash_fn, 1) do
     raise ArgumentError,
           "weighted nodes must be {node, weight} tuples, got: #{describe(entry)}"
+  end
+
+  def score(%__MODULE__{} = scorer, _key, _entry) do
+    # A `hash_fn` that is no function of arity 1 is named; a map that only
+    # names the struct is refused as a whole.
+    _ = HRW.Options.scorer_struct!(scorer, "scorer")
+
+    raise ArgumentError,
+          "HRW.Weighted.score/3 expects an %HRW.Weighted{} scorer, got: #{HRW.brief(scorer)}"
+  end
+
+  def score(other, _key, _entry) do
+    raise ArgumentError,
+          "HRW.Weighted.score/3 expects an %HRW.Weighted{} scorer, got: #{HRW.brief(other)}"
   end
 
   @doc false
@@ -76,20 +93,46 @@ defmodule HRW.Weighted do
   defguard is_weight(weight)
            when is_number(weight) and weight > 0 and weight <= 9_007_199_254_740_992
 
+  @doc false
+  # A `{node, weight}` entry checked as every path checks it: `HRW.build/2` checks
+  # each entry of a skeleton scored in Elixir up front, as the native build does.
+  @spec entry!(term()) :: {term(), number()}
+  def entry!({_node, weight} = entry) do
+    _ = checked_weight!(weight)
+    entry
+  end
+
+  def entry!(entry),
+    do:
+      raise(
+        ArgumentError,
+        "weighted nodes must be {node, weight} tuples, got: #{describe(entry)}"
+      )
+
   defp checked_weight!(weight) when is_weight(weight), do: weight
 
   defp checked_weight!(weight) when is_number(weight) and weight <= 0,
-    do: raise(ArgumentError, "weight must be positive, got: #{HRW.brief(weight)}")
+    do: raise(ArgumentError, "weight must be positive, got: #{refused(weight)}")
 
   defp checked_weight!(weight) when is_number(weight),
     do:
       raise(
         ArgumentError,
-        "weight must be at most 2^53 (9007199254740992), got: #{HRW.brief(weight)}"
+        "weight must be at most 2^53 (9007199254740992), got: #{refused(weight)}"
       )
 
   defp checked_weight!(weight),
-    do: raise(ArgumentError, "weight must be a number, got: #{HRW.brief(weight)}")
+    do: raise(ArgumentError, "weight must be a number, got: #{refused(weight)}")
+
+  # A refused weight as every path prints it (the native one in
+  # native/hrw_nif/src/weighted.rs, docs/HASHING.md §3): a float and an integer of
+  # the signed 64-bit range exactly, any other integer by that fact alone.
+  defp refused(weight)
+       when is_integer(weight) and
+              (weight < -0x8000_0000_0000_0000 or weight > 0x7FFF_FFFF_FFFF_FFFF),
+       do: "an integer outside the 64-bit range"
+
+  defp refused(weight), do: HRW.brief(weight)
 
   # Bounded in size and time even when a tuple holds a huge integer.
   defp describe(entry) when is_tuple(entry) and tuple_size(entry) <= 3,

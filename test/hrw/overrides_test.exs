@@ -267,7 +267,7 @@ defmodule HRW.OverridesTest do
                "#HRW.Ring<1 node, weighted, overrides: 1>"
 
       assert inspect(HRW.build(["a", "b"], overrides: %{"k" => "b"})) ==
-               "#HRW.Skeleton<2 nodes, cluster_size: 16, fanout: 2, scorer: %HRW{hash_fn: nil}, overrides: 1>"
+               "#HRW.Skeleton<2 nodes, cluster_size: 16, scorer: %HRW{hash_fn: nil}, overrides: 1>"
 
       assert inspect(HRW.Ring.new(["a"], overrides: %{})) == "#HRW.Ring<1 node>"
     end

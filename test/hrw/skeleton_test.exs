@@ -205,7 +205,7 @@ defmodule HRW.SkeletonTest do
              pinned.([85, 11, 32, 50, 50, 99, 52, 74, 20, 82, 69, 31])
   end
 
-  test "cluster_size is an integer in 1..4096; fanout does not move keys" do
+  test "cluster_size is an integer in 1..4096; fanout is accepted, ignored and shown as ignored" do
     nodes = Enum.map(1..100, &"node-#{&1}")
     assert HRW.build(nodes, cluster_size: 1) |> HRW.Skeleton.size() == 100
     assert HRW.owner("k", HRW.build(nodes, cluster_size: 4096)) == HRW.owner("k", nodes)
@@ -219,9 +219,17 @@ defmodule HRW.SkeletonTest do
     keys = Enum.map(1..200, &"key-#{&1}")
     base = HRW.build(nodes)
 
-    for fanout <- [2, 3, 16] do
+    assert base.fanout == nil
+    refute inspect(base) =~ "fanout"
+
+    for fanout <- [2, 3, 16, 4096] do
       other = HRW.build(nodes, fanout: fanout)
       assert Enum.map(keys, &HRW.owner(&1, other)) == Enum.map(keys, &HRW.owner(&1, base))
+      assert HRW.owner_batch(keys, other) == HRW.owner_batch(keys, base)
+      assert other.fingerprint == base.fingerprint
+
+      assert inspect(other) =~
+               "#HRW.Skeleton<100 nodes, cluster_size: 16, fanout: #{fanout} (ignored),"
     end
   end
 

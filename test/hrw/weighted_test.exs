@@ -287,13 +287,22 @@ defmodule HRW.WeightedTest do
 
   # docs/HASHING.md §3: messages print a refused weight exactly, so 2^53 + 2 never
   # reads as 2^53 ("9.007199e+15").
-  test "a refused weight is printed exactly, on every path" do
+  test "a refused weight is printed as HASHING.md §3 says, the same on every path" do
+    outside = "an integer outside the 64-bit range"
+
     cases = [
       {9_007_199_254_740_994.0, "9007199254740994.0"},
       {1.0e300, "1.0e300"},
       {-5.0e-324, "-5.0e-324"},
       {-1.5, "-1.5"},
-      {2 ** 53 + 2, "9007199254740994"}
+      {2 ** 53 + 1, "9007199254740993"},
+      {2 ** 53 + 2, "9007199254740994"},
+      {2 ** 63 - 1, "9223372036854775807"},
+      {-(2 ** 63), "-9223372036854775808"},
+      {2 ** 63, outside},
+      {2 ** 64, outside},
+      {2 ** 4000, outside},
+      {-(2 ** 63) - 1, outside}
     ]
 
     calls = [
@@ -302,12 +311,16 @@ defmodule HRW.WeightedTest do
       &HRW.build(&1, scorer: @w),
       &HRW.owner_batch(["k"], &1, scorer: @w),
       &HRW.Weighted.score(@w, "k", hd(&1)),
-      &HRW.owner("k", &1, scorer: @phash)
+      &HRW.owner("k", &1, scorer: @phash),
+      &HRW.build(&1, scorer: @phash)
     ]
 
     for {weight, shown} <- cases, call <- calls do
       error = assert_raise ArgumentError, fn -> call.([{"a", weight}, {"b", 1}]) end
-      assert error.message =~ "got: #{shown}", "#{inspect(weight)}: #{error.message}"
+
+      assert String.ends_with?(error.message, "got: #{shown}"),
+             "#{inspect(weight)}: #{error.message}"
+
       refute error.message =~ "e+"
     end
   end

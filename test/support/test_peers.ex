@@ -49,8 +49,7 @@ defmodule HRW.TestPeers do
         host: ~c"127.0.0.1",
         longnames: true,
         # A bound for a VM that never boots, far above a boot's time: OTP's JIT
-        # under qemu-user on a loaded machine took minutes to boot a peer
-        # (bench/results/test-matrix-2026-12-02.txt, arm64 run 3).
+        # under qemu-user on a loaded machine can take minutes to boot a peer.
         wait_boot: HRW.TestTimeouts.ms(60_000),
         args: [
           ~c"-kernel",

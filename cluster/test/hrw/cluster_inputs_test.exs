@@ -184,7 +184,7 @@ defmodule HRW.ClusterInputsTest do
              "HRW.Cluster :structure must be :skeleton or :ring, got: :tree"
   end
 
-  test "HRW.Cluster.replica_moves/4 takes a proper list of keys" do
+  test "HRW.Cluster.replica_moves/4 takes a proper list of keys and lists the keys that move" do
     ring = HRW.Ring.new(@nodes)
     bigger = HRW.Ring.new(["n4" | @nodes])
 
@@ -193,7 +193,18 @@ defmodule HRW.ClusterInputsTest do
       assert Exception.message(error) =~ "keys must be a"
     end
 
-    assert is_list(HRW.Cluster.replica_moves(["a", "b"], ring, bigger))
+    # A proper list is taken, and answered with exactly the keys whose owner moved.
+    keys = Enum.map(1..40, &"key-#{&1}")
+
+    moved =
+      for key <- keys,
+          [from] = HRW.owners(key, ring, 1),
+          [to] = HRW.owners(key, bigger, 1),
+          from != to,
+          do: {key, [from], [to]}
+
+    assert moved != []
+    assert HRW.Cluster.replica_moves(keys, ring, bigger) == moved
   end
 
   test "HRW.Cluster.Fingerprint refuses what it cannot fingerprint, by name" do

@@ -1,7 +1,8 @@
 defmodule HRW.Reliability.SwapsTest do
   @moduledoc """
-  1000 concurrent readers never see a broken structure while a writer swaps the
-  structure in `:persistent_term` and ETS. `HRW_LONG=1` makes 1000 swaps instead
+  1000 concurrent readers always get the right owners while a writer swaps the
+  structure in `:persistent_term` and ETS: each answer equals the one a reference
+  built apart from the swapped structures gives for the same members. `HRW_LONG=1` makes 1000 swaps instead
   of 30.
   """
   # Swaps :persistent_term (a global GC pass) many times: alone.
@@ -14,7 +15,7 @@ defmodule HRW.Reliability.SwapsTest do
 
   @moduletag timeout: HRW.TestTimeouts.ms(if(@long, do: 1_800_000, else: 600_000))
 
-  test "1000 readers keep answering while structures are swapped #{@swaps} times" do
+  test "1000 readers keep getting the right owners while structures are swapped #{@swaps} times" do
     pt_key = {__MODULE__, :swapped}
     table = :ets.new(:hrw_swapped, [:public, read_concurrency: true])
 
@@ -42,15 +43,24 @@ defmodule HRW.Reliability.SwapsTest do
     end
 
     publish.(generation.(0))
-    # Every node any generation can hold: answers must come from these.
-    all_nodes = MapSet.new(for g <- 0..6, i <- 1..42, do: "g#{g}-n#{i}")
+
+    # The right answers: for each structure the writer can publish (by kind and
+    # fingerprint), a reference built here, before any swap. A ring's is its node
+    # list (the list's owners are exactly a ring's); a skeleton's is a skeleton
+    # built apart from the published one.
+    refs =
+      Map.new(0..@swaps, fn g ->
+        structure = generation.(g)
+        {{structure.__struct__, structure.fingerprint}, reference(generation.(g))}
+      end)
+
     # Set when the writer is done: readers then stop (after at least one lookup each).
     stop = :atomics.new(1, [])
     parent = self()
 
     readers =
       for r <- 1..1000 do
-        spawn_monitor(fn -> exit({:done, read_loop(r, pt_key, table, stop, all_nodes, 0)}) end)
+        spawn_monitor(fn -> exit({:done, read_loop(r, pt_key, table, stop, refs, 0)}) end)
       end
 
     _writer =
@@ -82,9 +92,18 @@ defmodule HRW.Reliability.SwapsTest do
     :persistent_term.erase(pt_key)
   end
 
+  # What a structure's answers are checked against: `{target, options}`.
+  defp reference(%HRW.Ring{weights: nil} = ring), do: {HRW.Ring.nodes(ring), []}
+
+  defp reference(%HRW.Ring{} = ring),
+    do: {HRW.Ring.nodes(ring), [scorer: %HRW.Weighted{}]}
+
+  defp reference(%HRW.Skeleton{} = skeleton), do: {skeleton, []}
+
   # Reads the current structure (alternately from :persistent_term and ETS), looks
-  # keys up in it and checks each answer; returns the number of lookups.
-  defp read_loop(r, pt_key, table, stop, all_nodes, done) do
+  # keys up in it and checks each answer against the structure's reference; returns
+  # the number of lookups.
+  defp read_loop(r, pt_key, table, stop, refs, done) do
     if done > 0 and :atomics.get(stop, 1) == 1 do
       done
     else
@@ -96,30 +115,26 @@ defmodule HRW.Reliability.SwapsTest do
           s
         end
 
-      members = structure |> nodes_of() |> MapSet.new()
+      {ref, opts} = Map.fetch!(refs, {structure.__struct__, structure.fingerprint})
       key = {r, done}
       owner = HRW.owner(key, structure)
-      [first | _] = owners = HRW.owners(key, structure, 3)
+      owners = HRW.owners(key, structure, 3)
 
-      unless MapSet.member?(members, owner) and MapSet.member?(all_nodes, owner) and
-               first == owner and Enum.all?(owners, &MapSet.member?(members, &1)) do
-        exit({:bad_answer, owner, owners, structure})
+      unless owner == HRW.owner(key, ref, opts) and owners == HRW.owners(key, ref, 3, opts) do
+        exit({:wrong_answer, key, owner, owners, structure})
       end
 
       # Now and then a batch (through the dirty scheduler for larger ones).
       if rem(r, 10) == 0 and rem(done, 50) == 0 do
         keys = Enum.map(1..(1 + rem(r, 3) * 5_000), &{r, &1})
 
-        unless Enum.all?(HRW.owner_batch(keys, structure), &MapSet.member?(members, &1)) do
-          exit({:bad_batch, structure})
+        unless HRW.owner_batch(keys, structure) == HRW.owner_batch(keys, ref, opts) do
+          exit({:wrong_batch, structure})
         end
       end
 
       Process.sleep(rem(r, 3))
-      read_loop(r, pt_key, table, stop, all_nodes, done + 1)
+      read_loop(r, pt_key, table, stop, refs, done + 1)
     end
   end
-
-  defp nodes_of(%HRW.Ring{} = ring), do: ring.nodes |> Tuple.to_list()
-  defp nodes_of(%HRW.Skeleton{} = skeleton), do: skeleton.nodes |> Tuple.to_list()
 end
