@@ -1,7 +1,7 @@
 defmodule HRW.InputsTest do
-  # Inputs a hostile probe found outside the option checker (issue 35): each now
-  # gets an ArgumentError naming the option or argument and what it accepts, and
-  # one mistake gets one message whatever the entry point.
+  # Inputs outside the option checker: each gets an ArgumentError naming the option
+  # or argument and what it accepts, and one mistake gets one message whatever the
+  # entry point.
   use ExUnit.Case, async: false
 
   @nodes ["n1", "n2", "n3"]
