@@ -98,7 +98,10 @@ defmodule HRW.Cluster.Lease do
     case Map.pop(lease.sent, token) do
       {{node, stamp}, sent} ->
         lease = %{lease | sent: sent}
-        if fresh?(lease, stamp), do: {heard(lease, node, stamp), not lease.held}, else: {lease, false}
+
+        if fresh?(lease, stamp),
+          do: {heard(lease, node, stamp), not lease.held},
+          else: {lease, false}
 
       {nil, _sent} ->
         {lease, false}
@@ -108,7 +111,9 @@ defmodule HRW.Cluster.Lease do
   def handle({:timeout, ref, @tick}, %{tick: ref} = lease) do
     tick = :erlang.start_timer(lease.period, self(), @tick)
     stamp = now()
-    sent = for {_token, {_node, at}} = entry <- lease.sent, at + lease.ms > stamp, into: %{}, do: entry
+
+    sent =
+      for {_token, {_node, at}} = entry <- lease.sent, at + lease.ms > stamp, into: %{}, do: entry
 
     sent =
       Enum.reduce(lease.nodes, sent, fn
@@ -125,7 +130,9 @@ defmodule HRW.Cluster.Lease do
     {%{lease | tick: tick, sent: sent}, true}
   end
 
-  def handle({:timeout, ref, @lapse}, %{lapse: ref} = lease), do: {%{lease | lapse: nil}, true}
+  def handle({:timeout, ref, @lapse}, %{lapse: ref} = lease) when is_reference(ref),
+    do: {%{lease | lapse: nil}, true}
+
   def handle(_message, lease), do: {lease, false}
 
   defp fresh?(lease, stamp), do: stamp + lease.ms > now()

@@ -339,6 +339,7 @@ defmodule HRW.Cluster.Server do
 
   # Heartbeats (answered with or without a lease), answers, and the lease's timers.
   def handle_info(Lease.message() = message, state), do: {:noreply, lease(state, message)}
+
   def handle_info({:timeout, _ref, kind} = message, state) when Lease.is_timer(kind),
     do: {:noreply, lease(state, message)}
 
@@ -506,8 +507,11 @@ defmodule HRW.Cluster.Server do
   # `until` follows the answers.
   defp leased(%{spec: spec, snapshot: %{quorum?: held}} = state, true) when spec != nil do
     case Lease.check(state.lease, state.lease.nodes, state.quorum) do
-      {^held, until, lease} when held == false or is_reference(state.until) == is_integer(until) ->
-        if held, do: :atomics.put(state.until, 1, until)
+      {^held, until, lease}
+      when held == false or is_reference(state.until) == is_integer(until) ->
+        if is_integer(until) and is_reference(state.until),
+          do: :atomics.put(state.until, 1, until)
+
         %{state | lease: lease}
 
       _changed ->
