@@ -123,7 +123,7 @@ defmodule HRW.Cluster.Options do
         fun
 
       regexes when is_list(regexes) ->
-        if Enum.all?(regexes, &regex?/1) do
+        if HRW.Options.proper?(regexes) and Enum.all?(regexes, &regex?/1) do
           # Kept as source and options, compiled where they are matched: since OTP
           # 28 a compiled regex is a reference that only the VM that compiled it
           # can run, and options may come from another node or a binary.
