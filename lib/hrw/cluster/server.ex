@@ -23,10 +23,12 @@ defmodule HRW.Cluster.Server do
   # overrides_option, quorum, lease, pid}, snapshot}. `history` is a tuple of
   # `depth` structures, newest first (nil for an empty generation or one without
   # quorum); `until` is `:always`, or, for a quorum a lease holds, an atomics
-  # array of one integer, the monotonic ms at which that quorum lapses, which the
+  # array of one integer, the time at which that quorum lapses, which the
   # publishing server moves as answers arrive: every lookup compares it with the
   # clock and reads the current structure as nil from then on, whatever the
-  # server is doing. `spec` = {structure, build_opts, overrides, entries} is what
+  # server is doing. That time is on the clock of `:os.perf_counter/0`, which is
+  # read in a fraction of the time `:erlang.monotonic_time/1` takes where the OS
+  # clock is a system call (see `perf_until/1`). `spec` = {structure, build_opts, overrides, entries} is what
   # the current structure was built from, so a new server can tell whether it
   # differs; `overrides_option`, `quorum` and `lease` are the publishing server's
   # (no spec holds them), `pid` is that server, so that a process registered under
@@ -81,7 +83,7 @@ defmodule HRW.Cluster.Server do
 
   def snapshot!(name), do: raise(ArgumentError, bad_name(name))
 
-  defp held?(until), do: :atomics.get(until, 1) > :erlang.monotonic_time(:millisecond)
+  defp held?(until), do: :atomics.get(until, 1) > :os.perf_counter()
 
   @doc """
   The pid of the server of `name`, or `ArgumentError` when none runs, or when the
@@ -491,11 +493,21 @@ defmodule HRW.Cluster.Server do
   # for a time (each entry its own: no entry's lapse moves with another's).
   defp until_of(true, until) when is_integer(until) do
     ref = :atomics.new(1, signed: true)
-    :atomics.put(ref, 1, until)
+    :atomics.put(ref, 1, perf_until(until))
     ref
   end
 
   defp until_of(_quorum?, _until), do: nil
+
+  # `until`, in monotonic ms, on the clock of `:os.perf_counter/0`. That counter
+  # runs as the hardware does, where the VM's monotonic clock may be corrected
+  # by up to 1%: the time left is shortened by 1%, and the counter is read
+  # first, so the lookups' lapse never comes later than the lease's.
+  defp perf_until(until) do
+    perf = :os.perf_counter()
+    left = until - :erlang.monotonic_time(:millisecond)
+    perf + div(left * 99 * :erlang.convert_time_unit(1, :second, :perf_counter), 100_000)
+  end
 
   defp lease(state, message) do
     {lease, check?} = Lease.handle(message, state.lease)
@@ -510,7 +522,7 @@ defmodule HRW.Cluster.Server do
       {^held, until, lease}
       when held == false or is_reference(state.until) == is_integer(until) ->
         if is_integer(until) and is_reference(state.until),
-          do: :atomics.put(state.until, 1, until)
+          do: :atomics.put(state.until, 1, perf_until(until))
 
         %{state | lease: lease}
 
