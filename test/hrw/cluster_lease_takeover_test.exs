@@ -78,4 +78,31 @@ defmodule HRW.ClusterLeaseTakeoverTest do
       assert is_integer(last) and last < taken
     end
   end
+
+  test "a server restarted with a lease after a departure it did not see waits " <>
+         "out the departed member's lease too",
+       %{harness: harness, nodes: [m, x, y] = nodes} do
+    keys = for i <- 1..400, key = "key:#{i}", owner(harness, m, key) == m, do: key
+    calls = for key <- keys, do: {HRW.Cluster, :owner, [:held, key]}
+    on_m = SP.call(harness, m, SP, :watch, [calls, m])
+
+    # x's server is killed, m is cut off silently and x drops it while no server
+    # runs there; then x's server starts again and takes the entry over.
+    pid = SP.call(harness, x, HRW.Cluster.Server, :pid!, [:held])
+    true = SP.call(harness, x, Process, :exit, [pid, :kill])
+    eventually(fn -> not SP.call(harness, x, Process, :alive?, [pid]) end, "the kill")
+    _ = SP.cut(harness, [m], [x, y])
+    for node <- [x, y], do: true = SP.call(harness, node, Node, :disconnect, [m])
+    opts = [name: :held, quorum: {:majority, 3}, lease: lease()]
+    {:ok, _} = SP.call(harness, x, HRW.Cluster, :start, [opts])
+    on_x = SP.call(harness, x, SP, :watch, [calls, m])
+
+    eventually(fn -> owner(harness, x, hd(keys)) not in [m, nil] end, "the take-over")
+    eventually(fn -> owner(harness, m, hd(keys)) == nil end, "m's lapse")
+    %{last_value: last_on_m} = SP.call(harness, m, SP, :stop_watch, [on_m])
+    %{first_other: taken} = SP.call(harness, x, SP, :stop_watch, [on_x])
+    assert is_integer(last_on_m) and is_integer(taken)
+    assert last_on_m < taken, "x took m's keys #{last_on_m - taken} µs before m let go"
+    assert SP.call(harness, m, HRW.Cluster, :snapshot, [:held]).members == nodes
+  end
 end

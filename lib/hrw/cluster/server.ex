@@ -140,14 +140,17 @@ defmodule HRW.Cluster.Server do
         until: nil,
         # With a lease, members whose departure has been seen and whose keys stay
         # where they are until their own quorum must have lapsed: node =>
-        # monotonic ms; and the timer that releases them.
+        # {monotonic ms, its entry in the spec}; and the timer that releases them.
         departed: %{},
         release: nil
       })
 
-    {state, previous?} = take_over(state)
+    {state, previous} = take_over(state)
+    previous? = previous != nil
 
     with {:ok, state} <- follow(state) do
+      state = hold_absent(state, previous)
+
       case Evaluation.await(spawn_evaluation(state), state.callback_timeout, @members) do
         :unchanged ->
           {:ok, state}
@@ -170,6 +173,7 @@ defmodule HRW.Cluster.Server do
   defp take_over(state) do
     case :persistent_term.get(key(state.name), @missing) do
       {@tag, generation, history, until, {spec, option, quorum, lease, _pid}, snapshot} ->
+        previous = members_of(spec)
         resized = resize(history, state.depth)
         meta = {spec, option, quorum, lease, self()}
         :persistent_term.put(key(state.name), {@tag, generation, resized, until, meta, snapshot})
@@ -183,12 +187,36 @@ defmodule HRW.Cluster.Server do
         # structure built; an entry published under one may have lapsed): no spec
         # to compare, so the first evaluation publishes.
         spec = if {quorum, lease, state.lease} == {state.quorum, nil, nil}, do: spec, else: nil
-        state = %{state | generation: generation, history: resized, spec: spec}
-        {%{state | snapshot: snapshot, overrides: overrides}, true}
+        state = %{state | generation: generation, history: resized}
+        {%{state | spec: spec, snapshot: snapshot, overrides: overrides}, previous}
 
       _ ->
-        {state, false}
+        {state, nil}
     end
+  end
+
+  # A server with a lease that takes an entry over treats the entry's members that
+  # its source no longer lists as just departed: it cannot know when they left,
+  # nor whether their quorum has lapsed (see depart/2).
+  defp hold_absent(%{lease: nil} = state, _previous), do: state
+  defp hold_absent(state, nil), do: state
+
+  defp hold_absent(state, previous) do
+    present =
+      case state.source do
+        :nodes -> [node() | Node.list(:visible)]
+        {:pg, scope, group} -> scope |> :pg.get_members(group) |> Enum.map(&node/1)
+      end
+
+    at = :erlang.monotonic_time(:millisecond) + Lease.hold(state.lease.ms)
+
+    departed =
+      for entry <- previous,
+          node_of(entry) not in present,
+          into: %{},
+          do: {node_of(entry), {at, entry}}
+
+    arm_release(%{state | departed: departed})
   end
 
   defp resize(history, depth) do
@@ -305,7 +333,7 @@ defmodule HRW.Cluster.Server do
   # deadlines decide, so even this timer's message releases nothing early.
   def handle_info({:timeout, ref, @release}, %{release: ref} = state) do
     now = :erlang.monotonic_time(:millisecond)
-    {due, held} = Enum.split_with(state.departed, fn {_node, at} -> at <= now end)
+    {due, held} = Enum.split_with(state.departed, fn {_node, {at, _entry}} -> at <= now end)
     state = %{state | departed: Map.new(held), release: nil}
     {:noreply, state |> remove_now(Enum.map(due, &elem(&1, 0))) |> arm_release() |> schedule()}
   end
@@ -548,9 +576,14 @@ defmodule HRW.Cluster.Server do
   defp depart(%{lease: nil} = state, nodes), do: remove_now(state, nodes)
 
   defp depart(state, nodes) do
-    held = Enum.filter(nodes, &(&1 in state.lease.nodes))
     at = :erlang.monotonic_time(:millisecond) + Lease.hold(state.lease.ms)
-    departed = Enum.reduce(held, state.departed, &Map.put(&2, &1, at))
+
+    departed =
+      for entry <- members_of(state.spec),
+          node_of(entry) in nodes,
+          into: state.departed,
+          do: {node_of(entry), {at, entry}}
+
     state = %{state | lease: Lease.forget(state.lease, nodes), departed: departed}
     state |> leased(true) |> arm_release()
   end
@@ -565,7 +598,7 @@ defmodule HRW.Cluster.Server do
   defp arm_release(state) do
     _ = if state.release, do: :erlang.cancel_timer(state.release)
     now = :erlang.monotonic_time(:millisecond)
-    at = state.departed |> Map.values() |> Enum.min()
+    at = state.departed |> Enum.map(fn {_node, {at, _entry}} -> at end) |> Enum.min()
     %{state | release: :erlang.start_timer(max(at - now, 0), self(), @release)}
   end
 
@@ -613,7 +646,7 @@ defmodule HRW.Cluster.Server do
   # Everything user-supplied runs in an evaluation process (`HRW.Cluster.Evaluation`).
   # Departed members not yet released stay members, with their entries.
   defp spawn_evaluation(state) do
-    held = Enum.filter(members_of(state.spec), &Map.has_key?(state.departed, node_of(&1)))
+    held = for {_node, {_at, entry}} <- state.departed, do: entry
 
     state
     |> Map.take([:source, :allow, :deny, :weight_fn, :structure, :build_opts, :overrides])
