@@ -190,6 +190,41 @@ defmodule HRW.ClusterInputsTest do
     end
   end
 
+  test "forged lookup options and arguments raise ArgumentError on every entry point" do
+    {:ok, pid} = HRW.Cluster.start(name: :hrw_forged_lookups)
+    name = :hrw_forged_lookups
+
+    for opts <- [[{:back, 0} | :x], [back: %{}], [back: -1], :x, [{:back}], [back: 2 ** 70]],
+        call <- [
+          fn -> HRW.Cluster.owner(name, "k", untyped(opts)) end,
+          fn -> HRW.Cluster.owners(name, "k", 1, untyped(opts)) end,
+          fn -> HRW.Cluster.members(name, untyped(opts)) end,
+          fn -> HRW.Cluster.structure(name, untyped(opts)) end
+        ] do
+      assert_raise ArgumentError, call
+    end
+
+    # (A count above the members is all of them, however large.)
+    for bad <- [-1, :x, 1.0, [1]] do
+      assert_raise ArgumentError, fn -> HRW.Cluster.owners(name, "k", untyped(bad)) end
+      assert_raise ArgumentError, fn -> HRW.Cluster.stable_owners(name, "k", untyped(bad)) end
+    end
+
+    for bad <- [-1, 2 ** 70, :x, 1.0, :infinity] do
+      assert_raise ArgumentError, fn -> HRW.Cluster.await_agreement(name, untyped(bad)) end
+    end
+
+    for bad <- [:x, "snapshots", 1] do
+      assert_raise ArgumentError, fn -> HRW.Cluster.subscribe(name, untyped(bad)) end
+    end
+
+    for bad <- [:x, %{1 => []}, [1], %{"k" => [:a | :b]}] do
+      assert_raise ArgumentError, fn -> HRW.Cluster.put_overrides(name, untyped(bad)) end
+    end
+
+    :ok = GenServer.stop(pid)
+  end
+
   test "forged regexes in :allow and :deny name the option" do
     for key <- [:allow, :deny], value <- Enum.take(forged(), 7) do
       assert_raise ArgumentError,
