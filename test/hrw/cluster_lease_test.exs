@@ -289,9 +289,9 @@ defmodule HRW.ClusterLeasePartitionTest do
        %{harness: harness, nodes: [a | _] = nodes} do
     server = HRW.Cluster.Options.server_name(:leased)
     eventually(fn -> view(harness, a, :leased) == {true, nodes} end, "a quorum")
-    generation = SP.call(harness, a, HRW.Cluster, :generation, [:leased])
     :ok = SP.call(harness, a, :sys, :suspend, [server])
     on_exit(fn -> SP.call(harness, a, :sys, :resume, [server]) end)
+    generation = SP.call(harness, a, HRW.Cluster, :generation, [:leased])
 
     eventually(fn -> owner(harness, a, :leased) == nil end, "the lapse")
     # Published by nobody: the server has not run since.
