@@ -6,7 +6,8 @@
 # compiled with MIX_ENV=prod; RUNS interleaved VM runs of each, each printing the
 # ns per lookup of its rounds; then the medians over all rounds and their ratio,
 # and the median of the per-pair ratios (each pair ran back to back, so it saw
-# about the same load).
+# about the same load). AB_LEASE=ms runs both sides with a lease (see the .exs);
+# epmd is started for it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE=${BASE:-/tmp/cluster-base}
@@ -15,6 +16,7 @@ export MIX_ENV=prod
 script=$PWD/bench/cluster_owner_ab.exs
 # Compiled first, so no run includes a build.
 (cd "$BASE" && mix compile >/dev/null) && mix compile >/dev/null
+if [ -n "${AB_LEASE:-}" ]; then epmd -daemon; fi
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 a=(); b=(); r=()
 for i in $(seq 1 "$RUNS"); do

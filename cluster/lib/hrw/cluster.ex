@@ -81,7 +81,10 @@ defmodule HRW.Cluster do
 
   @doc """
   Starts a cluster server linked to the caller (`opts`: docs/CLUSTER.md,
-  "Options"); its first structure is published before this returns.
+  "Options"); its first structure is published before this returns. Raises
+  `ArgumentError` for a bad option; returns `{:error, {:pg_scope_not_started,
+  scope}}` or `{:error, {:not_a_pg_scope, scope}}` when `source: {:pg, scope,
+  group}` names no running `:pg` scope (docs/CLUSTER.md, "Members").
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_cluster)
       iex> HRW.Cluster.owner(:doc_cluster, "user:42") in HRW.Cluster.members(:doc_cluster)
@@ -115,9 +118,10 @@ defmodule HRW.Cluster do
 
   @doc """
   The member that owns `key` (`HRW.owner(key, structure(name, opts))`), `nil`
-  without members or quorum; `back: b` answers for the generation `b` changes ago
-  (docs/CLUSTER.md, "History"). Raises `ArgumentError` when `name` has published
-  no entry, or for a bad option.
+  without members or quorum (with a `:lease`, also once it lapsed by the clock:
+  docs/CLUSTER.md, "Silent partitions and the lease"); `back: b` answers for the
+  generation `b` changes ago (docs/CLUSTER.md, "History"). Raises `ArgumentError`
+  when `name` is not an atom or has published no entry, or for a bad option.
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_owner, depth: 2)
       iex> HRW.Cluster.owner(:doc_owner, "user:42") == HRW.owner("user:42", HRW.Cluster.members(:doc_owner))
@@ -349,7 +353,9 @@ defmodule HRW.Cluster do
   @doc """
   Subscribes the caller to `{:hrw_cluster_changed, name, old_structure,
   new_structure}` after each change (docs/CLUSTER.md, "Subscriptions"). Raises
-  `ArgumentError` when no server called `name` is running.
+  `ArgumentError`, sending nothing, when no server called `name` is running, or
+  when the process registered under its server's name is not that server
+  (docs/CLUSTER.md, "Names").
 
       iex> {:ok, pid} = HRW.Cluster.start_link(name: :doc_subscribe)
       iex> HRW.Cluster.subscribe(:doc_subscribe)

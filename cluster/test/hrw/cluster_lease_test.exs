@@ -1,5 +1,5 @@
 defmodule HRW.ClusterLeaseTest do
-  # The :lease option (issue 34): a quorum that expires when the members go silent.
+  # The :lease option: a quorum that expires when the members go silent.
   # The partition tests run 5 :peer nodes whose links go through a relay in this VM
   # (HRW.SilentPartition): a cut drops every byte between two groups and closes
   # nothing, so no :nodedown fires before net_ticktime (120 s here). Every wait is a
@@ -30,10 +30,36 @@ defmodule HRW.ClusterLeaseTest do
       end
     end
 
-    test "nil (the default) is off; 100 and 2^32 - 1 ms are the bounds" do
-      for lease <- [nil, 100, 4_294_967_295] do
+    test "nil (the default) is off; 100 ms is the least, the most is below 3/4 of net_ticktime" do
+      limit = net_ticktime() * 750
+
+      for lease <- [nil, 100, limit - 1] do
         assert %{id: {HRW.Cluster, :lease_ok}} =
                  HRW.Cluster.child_spec(name: :lease_ok, lease: lease)
+      end
+
+      for lease <- [limit, limit + 1, 4_294_967_295] do
+        error =
+          assert_raise ArgumentError, fn ->
+            HRW.Cluster.child_spec(name: :lease_long, lease: lease)
+          end
+
+        assert error.message ==
+                 "HRW.Cluster :lease must be below the VM's earliest failure detection, " <>
+                   "3/4 of net_ticktime (#{limit} ms with net_ticktime #{net_ticktime()} s): " <>
+                   "a silent side would keep its quorum until its :nodedown anyway, got: #{lease}"
+
+        assert_raise ArgumentError, ~r/earliest failure detection/, fn ->
+          HRW.Cluster.start(name: :lease_long, lease: lease)
+        end
+      end
+    end
+
+    # The test VM's, distributed or not.
+    defp net_ticktime do
+      case :net_kernel.get_net_ticktime() do
+        seconds when is_integer(seconds) -> seconds
+        :ignored -> Application.get_env(:kernel, :net_ticktime, 60)
       end
     end
   end
@@ -70,6 +96,65 @@ defmodule HRW.ClusterLeaseTest do
       lease = lease(%{}) |> Lease.heard(:b@h, 300) |> Lease.heard(:b@h, 200)
       assert lease.heard == %{:b@h => 300}
       assert Lease.heard(lease, :b@h, 400).heard == %{:b@h => 400}
+    end
+
+    test "an answer counts only by the token of a heartbeat sent to that member, " <>
+           "from that heartbeat's own stamp, and only within the lease" do
+      now = System.monotonic_time(:millisecond)
+      lease = %{lease(%{}) | sent: %{1 => {:b@h, now - 100}, 2 => {:c@h, now - 2_000}}}
+
+      # Whatever the answer says besides its token counts for nothing.
+      {lease, check?} = Lease.handle({:"$hrw_lease", :pong, self(), 1}, lease)
+      assert lease.heard == %{:b@h => now - 100}
+      assert check?
+      assert lease.sent == %{2 => {:c@h, now - 2_000}}
+
+      # A token answered twice, or never sent; an answer older than the lease.
+      for token <- [1, 3, now + 10_000, 2 ** 60, -1, :x, "1"] do
+        assert Lease.handle({:"$hrw_lease", :pong, self(), token}, lease) == {lease, false}
+      end
+
+      {late, false} = Lease.handle({:"$hrw_lease", :pong, self(), 2}, lease)
+      assert late.heard == lease.heard
+    end
+
+    test "timer messages count only with the reference of the timer armed last" do
+      lease = Lease.new(@lease, :lease_timers)
+      tick = lease.tick
+
+      for forged <- [
+            {:timeout, make_ref(), :"$hrw_lease_tick"},
+            {:timeout, make_ref(), :"$hrw_lease_lapse"},
+            {:timeout, nil, :"$hrw_lease_lapse"},
+            {:"$hrw_lease", :tick, nil, nil},
+            {:"$hrw_lease", :lapse, nil, nil}
+          ] do
+        assert Lease.handle(forged, lease) == {lease, false}
+      end
+
+      assert_receive {:timeout, ^tick, :"$hrw_lease_tick"}
+      {ticked, true} = Lease.handle({:timeout, tick, :"$hrw_lease_tick"}, lease)
+      refute ticked.tick == tick
+      # The old timer's message, once more, starts nothing.
+      assert Lease.handle({:timeout, tick, :"$hrw_lease_tick"}, ticked) == {ticked, false}
+      :erlang.cancel_timer(ticked.tick)
+    end
+
+    test "a member that leaves and comes back counts only from a new answer" do
+      nodes = [node(), :b@h]
+      now = System.monotonic_time(:millisecond)
+      lease = %{lease(%{:b@h => now}) | nodes: nodes, sent: %{7 => {:b@h, now}}}
+      {true, _until, lease} = Lease.check(lease, nodes, 2)
+      {false, nil, lease} = Lease.check(lease, [node()], 2)
+      {false, nil, lease} = Lease.check(lease, nodes, 2)
+      assert lease.heard == %{}
+      # Nor from an answer to a heartbeat sent before it left.
+      assert {%{heard: heard}, _} = Lease.handle({:"$hrw_lease", :pong, self(), 7}, lease)
+      assert heard == %{}
+
+      # A departure seen while it is still a member (Lease.forget/2) alike.
+      lease = %{lease(%{:b@h => now}) | nodes: nodes}
+      assert Lease.forget(lease, [:b@h]).heard == %{}
     end
 
     test "every server answers heartbeats, with or without a lease" do
@@ -197,6 +282,95 @@ defmodule HRW.ClusterLeasePartitionTest do
     on_exit(fn -> for node <- nodes, do: stop(harness, node, :mixed) end)
     eventually(fn -> view(harness, a, :mixed) == {true, nodes} end, "their answers")
     assert owner(harness, a, :mixed) in nodes
+  end
+
+  test "past the lease, every lookup answers no owner while the server cannot run " <>
+         "(suspended): the entry carries the lapse, the readers compare it with the clock",
+       %{harness: harness, nodes: [a | _] = nodes} do
+    server = HRW.Cluster.Options.server_name(:leased)
+    eventually(fn -> view(harness, a, :leased) == {true, nodes} end, "a quorum")
+    :ok = SP.call(harness, a, :sys, :suspend, [server])
+    on_exit(fn -> SP.call(harness, a, :sys, :resume, [server]) end)
+    generation = SP.call(harness, a, HRW.Cluster, :generation, [:leased])
+
+    eventually(fn -> owner(harness, a, :leased) == nil end, "the lapse")
+    # Published by nobody: the server has not run since.
+    assert SP.call(harness, a, HRW.Cluster, :generation, [:leased]) == generation
+    snapshot = SP.call(harness, a, HRW.Cluster, :snapshot, [:leased])
+    assert {snapshot.quorum?, snapshot.structure, snapshot.members} == {false, nil, nodes}
+    assert SP.call(harness, a, HRW.Cluster, :owners, [:leased, "k", 3]) == []
+    assert SP.call(harness, a, HRW.Cluster, :members, [:leased]) == []
+    assert SP.call(harness, a, HRW.Cluster, :structure, [:leased]) == nil
+    assert SP.call(harness, a, HRW.Cluster, :stable_owners, [:leased, "k", 2]) == []
+
+    :ok = SP.call(harness, a, :sys, :resume, [server])
+    eventually(fn -> owner(harness, a, :leased) in nodes end, "the quorum after the resume")
+  end
+
+  test "forged and future-stamped lease messages change nothing and crash nothing",
+       %{harness: harness, nodes: [a, b, c | _] = nodes} do
+    for node <- [a, b, c], do: start(harness, node, name: :forged, quorum: 3, lease: lease())
+    on_exit(fn -> for node <- [a, b], do: stop(harness, node, :forged) end)
+    eventually(fn -> view(harness, a, :forged) == {true, nodes} end, "three servers")
+
+    # c's server stops: a's quorum lapses, and nothing but c's answers may bring it back.
+    stop(harness, c, :forged)
+    eventually(fn -> view(harness, a, :forged) == {false, nodes} end, "c's silence")
+    server = HRW.Cluster.Options.server_name(:forged)
+    pid = SP.call(harness, a, Process, :whereis, [server])
+    heard = SP.call(harness, a, :sys, :get_state, [server]).lease.heard[c]
+    on_c = SP.call(harness, c, Process, :whereis, [:init])
+    now_on_a = SP.call(harness, a, System, :monotonic_time, [:millisecond])
+
+    forged =
+      for(
+        stamp <- [now_on_a, now_on_a + 10_000, 2 ** 60, -(2 ** 60), 2 ** 64 + 1, :x, "k", {1}],
+        do: {:"$hrw_lease", :pong, on_c, stamp}
+      ) ++
+        List.duplicate({:"$hrw_lease", :tick, nil, nil}, 50) ++
+        for(_ <- 1..50, do: {:timeout, make_ref(), :"$hrw_lease_tick"}) ++
+        [
+          {:timeout, make_ref(), :"$hrw_lease_lapse"},
+          {:timeout, make_ref(), :"$hrw_cluster_release"},
+          {:"$hrw_lease", :lapse, nil, nil},
+          {:"$hrw_lease", :ping, :not_a_pid, 1},
+          {:"$hrw_lease", :pong, nil, nil}
+        ]
+
+    # Sent from b, as any node of the distribution may; handled when post/2 returns.
+    assert SP.call(harness, b, SP, :post, [{server, a}, forged]) == :ok
+    assert SP.call(harness, a, Process, :whereis, [server]) == pid
+    assert view(harness, a, :forged) == {false, nodes}
+    assert owner(harness, a, :forged) == nil
+    state = SP.call(harness, a, :sys, :get_state, [server])
+    assert state.lease.heard[c] == heard
+    # The heartbeats to c that a keeps within the lease: one per period of its own
+    # ticks (at most 4 in a lease, and the one just sent), none per forged tick.
+    assert Enum.count(state.lease.sent, &match?({_, {^c, _}}, &1)) <= 5
+
+    # c's server back: its answers give the quorum back, as before.
+    start(harness, c, name: :forged, quorum: 3, lease: lease())
+    on_exit(fn -> stop(harness, c, :forged) end)
+    eventually(fn -> view(harness, a, :forged) == {true, nodes} end, "c's answers")
+  end
+
+  test "a server without a lease that takes over a lapsed leased entry decides the " <>
+         "quorum anew",
+       %{harness: harness, nodes: [a, b | _] = nodes} do
+    for node <- [a, b], do: start(harness, node, name: :retake, quorum: 2, lease: lease())
+    eventually(fn -> view(harness, a, :retake) == {true, nodes} end, "b's answers")
+    stop(harness, b, :retake)
+    eventually(fn -> view(harness, a, :retake) == {false, nodes} end, "b's silence")
+
+    pid = SP.call(harness, a, HRW.Cluster.Server, :pid!, [:retake])
+    true = SP.call(harness, a, Process, :exit, [pid, :kill])
+    eventually(fn -> not SP.call(harness, a, Process, :alive?, [pid]) end, "the kill")
+    start(harness, a, name: :retake, quorum: 2)
+    on_exit(fn -> stop(harness, a, :retake) end)
+
+    # Five members, quorum 2, no lease: the quorum holds as start/1 returns.
+    assert view(harness, a, :retake) == {true, nodes}
+    assert owner(harness, a, :retake) in nodes
   end
 
   test "a server with a lease that takes an entry over counts only what it hears itself",

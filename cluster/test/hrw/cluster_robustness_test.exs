@@ -340,9 +340,9 @@ defmodule HRW.ClusterRobustnessTest do
     assert HRW.Cluster.members(dotted) == [a]
     assert :ok = HRW.Cluster.subscribe(dotted)
 
-    # Names never started create no atom and raise.
-    assert_raise ArgumentError, ~r/no HRW.Cluster named "Foo"/, fn ->
-      HRW.Cluster.subscribe("Foo")
+    # Names never started create no atom and raise; a name is an atom.
+    assert_raise ArgumentError, ~r/an HRW.Cluster name is an atom, got: "Foo"/, fn ->
+      HRW.Cluster.subscribe(HRW.TestValues.untyped("Foo"))
     end
 
     assert_raise ArgumentError, ~r/no HRW.Cluster named :never_started/, fn ->

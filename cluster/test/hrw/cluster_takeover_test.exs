@@ -1,7 +1,7 @@
 defmodule HRW.ClusterTakeoverTest do
   # A server that takes over a name from one that was killed (its entry left
   # behind) publishes a snapshot that reflects its own options as soon as start/1
-  # returns, for every option that shapes one (issue 34): the quorum, the depth,
+  # returns, for every option that shapes one: the quorum, the depth,
   # the filters, the weights, the overrides and the structure's kind. One node,
   # no peers: the members are [node()] throughout.
   use ExUnit.Case, async: false
@@ -51,7 +51,11 @@ defmodule HRW.ClusterTakeoverTest do
     snapshot = take_over([], weight_fn: fn _node -> 4 end)
     assert snapshot.fingerprint == HRW.Cluster.Fingerprint.of([{node(), 4}])
     refute snapshot.fingerprint == before
-    assert HRW.Cluster.structure(@name).weights != nil
+
+    assert %HRW.Skeleton{weights: {4}, scorer: %HRW.Weighted{}} =
+             structure = HRW.Cluster.structure(@name)
+
+    assert HRW.Skeleton.nodes(structure) == [{node(), 4}]
   end
 
   test "the overrides: the new server's option holds" do

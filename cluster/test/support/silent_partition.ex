@@ -104,12 +104,78 @@ defmodule HRW.SilentPartition do
   Returns the wall-clock time of the cut (`System.os_time(:microsecond)`, the
   same clock on every VM of this host).
   """
-  def cut(%__MODULE__{relay: relay}, left, right), do: Relay.cut(relay, pairs(left, right))
+  def cut(%__MODULE__{relay: relay}, left, right),
+    do: Relay.cut(relay, directions(left, right) ++ directions(right, left))
+
+  @doc """
+  Silences the links from each node of `from` to each node of `to` in that
+  direction only: bytes (and closes) from `from` reach `to` no more, while `to`'s
+  still reach `from`. Returns the wall-clock time of the cut, as `cut/3`.
+  """
+  def cut_one_way(%__MODULE__{relay: relay}, from, to),
+    do: Relay.cut(relay, directions(from, to))
 
   @doc "Lets every link between `left` and `right` carry bytes again (held bytes first)."
-  def heal(%__MODULE__{relay: relay}, left, right), do: Relay.heal(relay, pairs(left, right))
+  def heal(%__MODULE__{relay: relay}, left, right),
+    do: Relay.heal(relay, directions(left, right) ++ directions(right, left))
 
-  defp pairs(left, right), do: for(a <- left, b <- right, a != b, do: Relay.pair(a, b))
+  defp directions(from, to), do: for(a <- from, b <- to, a != b, do: {a, b})
+
+  @doc """
+  Runs on a peer (`call(harness, node, HRW.SilentPartition, :post, [dest,
+  messages])`): sends `messages` to the process `dest` of that node, in order,
+  then returns `:ok` once `dest` has handled them all (`:sys.get_state/1` from
+  the same sender comes after them).
+  """
+  def post(dest, messages) do
+    Enum.each(messages, &send(dest, &1))
+    _ = :sys.get_state(dest)
+    :ok
+  end
+
+  @doc """
+  Runs on a peer: starts a process that calls each `{m, f, a}` of `calls` in
+  turn, about every millisecond, until `stop_watch/1`, and records, on the wall
+  clock (`System.os_time(:microsecond)`), the start of the last call that
+  answered `value` and the end of the first call that answered neither `value`
+  nor `nil`. Returns the process.
+  """
+  def watch(calls, value) do
+    spawn(fn -> watch_loop(calls, value, %{last_value: nil, first_other: nil, calls: 0}) end)
+  end
+
+  @doc "Stops a `watch/2` process; returns what it recorded."
+  def stop_watch(pid) do
+    ref = Process.monitor(pid)
+    send(pid, {:stop, self(), ref})
+
+    receive do
+      {^ref, record} -> record
+      {:DOWN, ^ref, _, _, reason} -> exit(reason)
+    end
+  end
+
+  defp watch_loop(calls, value, record) do
+    receive do
+      {:stop, from, ref} -> send(from, {ref, record})
+    after
+      1 ->
+        record =
+          Enum.reduce(calls, record, fn {m, f, a}, record ->
+            started = System.os_time(:microsecond)
+            answer = apply(m, f, a)
+            ended = System.os_time(:microsecond)
+
+            cond do
+              answer == value -> %{record | last_value: started}
+              answer == nil or record.first_other != nil -> record
+              true -> %{record | first_other: ended}
+            end
+          end)
+
+        watch_loop(calls, value, %{record | calls: record.calls + 1})
+    end
+  end
 
   @doc "Stops the peers and the relay."
   def stop(%__MODULE__{relay: relay, peers: peers}) do
@@ -150,9 +216,10 @@ defmodule HRW.SilentPartition.Relay do
   # Forwards each peer-to-peer distribution connection of an `HRW.SilentPartition`:
   # one listening port per ordered pair of peers (the route the dialling peer is
   # given for the other), two pump processes per connection, one per direction. A
-  # pump reads a chunk, then waits while its pair is cut, then writes it on: a cut
-  # pair moves no byte and no close either way (a close seen while cut is passed
-  # on only after the heal), as when packets are dropped on the wire.
+  # pump reads a chunk, then waits while its direction is cut, then writes it on:
+  # a cut direction moves no byte and no close (a close seen while cut is passed
+  # on only after the heal), as when packets are dropped on the wire; `cut/3`
+  # cuts both directions of each pair.
 
   use GenServer
 
@@ -165,11 +232,11 @@ defmodule HRW.SilentPartition.Relay do
   @doc "Records the port `node`'s distribution listens on."
   def target(relay, node, port), do: GenServer.call(relay, {:target, node, port})
 
-  @doc "The unordered pair of two nodes, as the cut table keys it."
-  def pair(a, b), do: if(a < b, do: {a, b}, else: {b, a})
+  @doc "Silences the directions `{from, to}` of `directions`; returns the wall-clock time."
+  def cut(relay, directions), do: GenServer.call(relay, {:cut, directions})
 
-  def cut(relay, pairs), do: GenServer.call(relay, {:cut, pairs})
-  def heal(relay, pairs), do: GenServer.call(relay, {:heal, pairs})
+  @doc "Lets the directions `{from, to}` of `directions` carry bytes again."
+  def heal(relay, directions), do: GenServer.call(relay, {:heal, directions})
 
   def stop(relay) do
     GenServer.stop(relay)
@@ -189,7 +256,7 @@ defmodule HRW.SilentPartition.Relay do
         opts = [:binary, active: false, ip: {127, 0, 0, 1}, reuseaddr: true, nodelay: true]
         {:ok, listen} = :gen_tcp.listen(0, opts)
         {:ok, port} = :inet.port(listen)
-        spawn_link(fn -> accept(relay, listen, to, pair(from, to), cuts) end)
+        spawn_link(fn -> accept(relay, listen, from, to, cuts) end)
         {{from, to}, port}
       end
 
@@ -220,49 +287,49 @@ defmodule HRW.SilentPartition.Relay do
   def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
 
   # Runs for the relay's life (its listening socket closes with it): each accepted
-  # connection is joined to `to`'s listener. Both sockets belong to this process,
-  # so they close with it.
-  defp accept(relay, listen, to, pair, cuts) do
+  # connection, dialled by `from`, is joined to `to`'s listener; one pump carries
+  # each direction. Both sockets belong to this process, so they close with it.
+  defp accept(relay, listen, from, to, cuts) do
     with {:ok, inbound} <- :gen_tcp.accept(listen) do
       with port when is_integer(port) <- GenServer.call(relay, {:lookup, to}),
            {:ok, outbound} <-
              :gen_tcp.connect({127, 0, 0, 1}, port, [:binary, active: false, nodelay: true]) do
-        spawn_link(fn -> pump(inbound, outbound, pair, cuts) end)
-        spawn_link(fn -> pump(outbound, inbound, pair, cuts) end)
+        spawn_link(fn -> pump(inbound, outbound, {from, to}, cuts) end)
+        spawn_link(fn -> pump(outbound, inbound, {to, from}, cuts) end)
       else
         _ -> :gen_tcp.close(inbound)
       end
 
-      accept(relay, listen, to, pair, cuts)
+      accept(relay, listen, from, to, cuts)
     end
   end
 
-  defp pump(from, to, pair, cuts) do
+  defp pump(from, to, direction, cuts) do
     case :gen_tcp.recv(from, 0) do
       {:ok, data} ->
-        open(pair, cuts)
+        open(direction, cuts)
 
         case :gen_tcp.send(to, data) do
-          :ok -> pump(from, to, pair, cuts)
+          :ok -> pump(from, to, direction, cuts)
           {:error, _} -> close(from, to)
         end
 
       {:error, _closed} ->
-        open(pair, cuts)
+        open(direction, cuts)
         close(from, to)
     end
   end
 
-  defp open(pair, cuts) do
-    if cut?(pair, cuts) do
+  defp open(direction, cuts) do
+    if cut?(direction, cuts) do
       Process.sleep(2)
-      open(pair, cuts)
+      open(direction, cuts)
     end
   end
 
   # The table goes with the relay: then nothing is cut any more.
-  defp cut?(pair, cuts) do
-    :ets.member(cuts, pair)
+  defp cut?(direction, cuts) do
+    :ets.member(cuts, direction)
   rescue
     ArgumentError -> false
   end

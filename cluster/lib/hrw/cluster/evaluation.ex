@@ -117,6 +117,14 @@ defmodule HRW.Cluster.Evaluation do
         weight_fn -> Enum.map(members, &{&1, weight!(weight_fn, &1)})
       end
 
+    # Members that departed but whose keys stay where they are for now (the
+    # server's lease), with the entries they had.
+    entries =
+      case Enum.reject(job.held, &(member_node(&1) in members)) do
+        [] -> entries
+        held -> Enum.sort(entries ++ held)
+      end
+
     spec = {job.structure, job.build_opts, job.overrides, entries}
 
     if spec == job.spec do
@@ -134,6 +142,9 @@ defmodule HRW.Cluster.Evaluation do
   catch
     kind, reason -> throw({@failed, "#{what} #{describe(kind, reason)}"})
   end
+
+  defp member_node({node, _weight}), do: node
+  defp member_node(node), do: node
 
   defp source_nodes(:nodes), do: [node() | Node.list(:visible)]
 

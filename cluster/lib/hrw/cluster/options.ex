@@ -125,7 +125,7 @@ defmodule HRW.Cluster.Options do
         fun
 
       regexes when is_list(regexes) ->
-        if Enum.all?(regexes, &regex?/1) do
+        if Check.proper?(regexes) and Enum.all?(regexes, &regex?/1) do
           # Kept as source and options, compiled where they are matched: since OTP
           # 28 a compiled regex is a reference that only the VM that compiled it
           # can run, and options may come from another node or a binary.
@@ -139,8 +139,14 @@ defmodule HRW.Cluster.Options do
     end
   end
 
-  defp regex?(%Regex{source: source} = regex) when is_binary(source) do
-    match?({:ok, _}, Regex.compile(source, regex.opts))
+  # A regex whose source and options compile here; a map that only claims to be
+  # a %Regex{} (keys missing, options of another type) is none.
+  defp regex?(%Regex{source: source, opts: opts}) when is_binary(source) do
+    match?({:ok, _}, Regex.compile(source, opts))
+  rescue
+    _ -> false
+  catch
+    _, _ -> false
   end
 
   defp regex?(_other), do: false
@@ -162,14 +168,39 @@ defmodule HRW.Cluster.Options do
             "{:majority, expected} with expected in 1..#{@max_quorum}, got: #{HRW.brief(other)}"
   end
 
-  # Off (nil), or the ms within which a member must have answered to count.
+  # Off (nil), or the ms within which a member must have answered to count: below
+  # the earliest :nodedown of a silent link, 3/4 of the VM's net_ticktime (a
+  # longer lease lets a silent side keep its quorum until its failure detection
+  # takes the members away, so it bounds nothing).
   defp lease!(nil), do: nil
-  defp lease!(ms) when is_integer(ms) and ms in @min_lease..@max_ms, do: ms
+
+  defp lease!(ms) when is_integer(ms) and ms in @min_lease..@max_ms do
+    ticktime = net_ticktime()
+
+    if ms < ticktime * 750 do
+      ms
+    else
+      raise ArgumentError,
+            "HRW.Cluster :lease must be below the VM's earliest failure detection, " <>
+              "3/4 of net_ticktime (#{ticktime * 750} ms with net_ticktime #{ticktime} s): " <>
+              "a silent side would keep its quorum until its :nodedown anyway, got: #{ms}"
+    end
+  end
 
   defp lease!(other) do
     raise ArgumentError,
           "HRW.Cluster :lease must be nil (off) or an integer in #{@min_lease}..#{@max_ms} " <>
             "(milliseconds), got: #{HRW.brief(other)}"
+  end
+
+  # The VM's net_ticktime in seconds: the lower one during a change, the kernel's
+  # setting (60 by default) while the node is not distributed.
+  defp net_ticktime do
+    case :net_kernel.get_net_ticktime() do
+      {:ongoing_change_to, new} -> min(new, Application.get_env(:kernel, :net_ticktime, 60))
+      seconds when is_integer(seconds) -> seconds
+      :ignored -> Application.get_env(:kernel, :net_ticktime, 60)
+    end
   end
 
   defp weight_fn!(fun), do: Check.function!(fun, "HRW.Cluster :weight_fn")

@@ -10,7 +10,9 @@ defmodule HRW.Cluster.Snapshot do
     * `:members` - the members this node sees, sorted bare nodes (also without
       quorum).
     * `:quorum?` - whether `:members` reach the `:quorum` option (always true
-      without one).
+      without one); with a `:lease`, false from the moment the lease's quorum
+      lapses by this node's clock, whether or not its server has published that
+      yet (see "Silent partitions and the lease" in docs/CLUSTER.md).
     * `:structure` - what lookups answer from: `nil` while there is no member or no
       quorum, so `HRW.owner(key, snapshot.structure)` is only called on a non-`nil`
       one.
