@@ -37,14 +37,45 @@ defmodule Mix.HrwNative.Download.Failure do
 
   def failed(s, :timeout), do: timed_out(%{s | deadline: System.monotonic_time(:millisecond)})
 
+  # The handler ended with no answer: a stand-alone :httpc drops a request it
+  # would re-send later (a 503 with a Retry-After), and one whose connection
+  # closed before an answer began.
+  def failed(%{length: :none, chunked: false} = s, :dropped),
+    do:
+      {:unavailable,
+       "#{Wire.show(s.url)} gave no answer to use (a 503 asking to retry later, " <>
+         "or a connection closed before the answer)"}
+
+  def failed(s, :dropped), do: failed(s, :socket_closed_remotely)
+
+  # What the :httpc of OTP 25 to 29 stops on while it reads an answer (the
+  # handler's exit and where it happened): words, never the term.
+  def failed(s, {:shutdown, {{_kind, why}, [_ | _] = stack}}) do
+    at = for {module, function, _, _} <- stack, do: {module, function}
+
+    cond do
+      {:httpc_response, :status_service_unavailable} in at ->
+        {:unavailable, "#{Wire.show(s.url)} answered HTTP 503 with a bad Retry-After"}
+
+      match?({:not_yet_implemented, _}, why) ->
+        {:refused, "#{Wire.show(s.url)} sent a multipart/byteranges body, which is not read"}
+
+      why == :badarg or {:httpc_response, :format_response} in at ->
+        {:refused, "#{Wire.show(s.url)} sent a bad content-length"}
+
+      true ->
+        {:refused, "#{Wire.show(s.url)} sent an answer OTP's HTTP client could not read"}
+    end
+  end
+
   # :httpc lists a reason per address family tried (:inet6 first, then :inet),
   # and :tls after a proxy's CONNECT: a TLS alert wins, else the last one.
   def failed(s, {:failed_connect, details}) do
     reasons = for {family, _, reason} <- details, family in [:inet, :inet6, :tls], do: reason
 
     reason =
-      Enum.find(reasons, &match?({:tls_alert, _}, &1)) || List.last(reasons) ||
-        {:failed_connect, details}
+      Enum.find(reasons, &match?({:tls_alert, _}, &1)) ||
+        Enum.find(reasons, &(&1 != :nxdomain)) || List.last(reasons)
 
     via = if s.proxy, do: " (through the proxy #{s.proxy.shown})", else: ""
 
@@ -74,25 +105,21 @@ defmodule Mix.HrwNative.Download.Failure do
   def failed(s, {:header_too_long, {:max, max}}),
     do: {:refused, "#{Wire.show(s.url)} sent headers over the #{max}-byte limit of :httpc"}
 
-  def failed(s, {:invalid_content_length, value}) when is_list(value),
-    do:
-      {:refused,
-       "#{Wire.show(s.url)} sent a bad content-length: " <>
-         Wire.escape(IO.chardata_to_string(value))}
+  def failed(s, {:invalid_content_length, _value}),
+    do: {:refused, "#{Wire.show(s.url)} sent a bad content-length"}
 
   def failed(s, reason),
     do: {:unavailable, "downloading #{Wire.show(s.url)} failed: #{describe(reason)}"}
 
-  @doc "A reason in words when it is a POSIX error, else shown briefly and escaped."
+  @doc "A reason in words: a POSIX error's, else what kind of failure it is."
   @spec describe(term()) :: String.t()
-  def describe(reason) when is_atom(reason) do
-    case :inet.format_error(reason) do
-      ~c"unknown POSIX error" ++ _ -> Atom.to_string(reason)
-      text -> "#{text} (#{reason})"
-    end
-  end
+  def describe(reason) do
+    text = if is_atom(reason), do: to_string(:inet.format_error(reason)), else: "unknown"
 
-  def describe(reason), do: Wire.escape(inspect(reason, limit: 8, printable_limit: 100))
+    if text =~ "unknown",
+      do: "an error of the network or of OTP's HTTP client",
+      else: "#{text} (#{reason})"
+  end
 
   @doc "A body over the size limit."
   @spec oversized(map(), non_neg_integer()) :: result()
