@@ -105,8 +105,11 @@ defmodule Mix.HrwNative.Download.Failure do
   def failed(s, {:header_too_long, {:max, max}}),
     do: {:refused, "#{Wire.show(s.url)} sent headers over the #{max}-byte limit of :httpc"}
 
-  def failed(s, {:invalid_content_length, _value}),
-    do: {:refused, "#{Wire.show(s.url)} sent a bad content-length"}
+  def failed(s, {:invalid_content_length, value}) when is_list(value),
+    do:
+      {:refused,
+       "#{Wire.show(s.url)} sent a bad content-length: " <>
+         Wire.escape(IO.chardata_to_string(value))}
 
   def failed(s, reason),
     do: {:unavailable, "downloading #{Wire.show(s.url)} failed: #{describe(reason)}"}
