@@ -111,7 +111,9 @@ defmodule Mix.HrwNative.HttpClientTest do
 
     huge =
       serve(
-        handler: fn _ -> endless("HTTP/1.1 404 No\r\ncontent-length: 9999999999\r\n\r\n", "x") end
+        handler: fn _ ->
+          endless("HTTP/1.1 404 No\r\ncontent-length: 9999999999\r\n\r\n", @chunk)
+        end
       )
 
     assert obtain(c, base_url: installed <> "/m") == :ok
