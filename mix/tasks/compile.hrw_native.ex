@@ -291,9 +291,10 @@ defmodule Mix.Tasks.Compile.HrwNative do
     :ok
   end
 
+  # A URL may hold a secret: what is wrong with it is said, not what it holds.
   defp setting_error(name, value, accepted) do
-    shown = if name == "HRW_NATIVE_BASE_URL", do: Wire.show(value), else: Wire.escape(value)
-    Mix.raise("#{name} must be #{accepted}, not #{inspect(shown)}")
+    shown = if name == "HRW_NATIVE_BASE_URL", do: "", else: ", not #{inspect(Wire.escape(value))}"
+    Mix.raise("#{name} must be #{accepted}#{shown}")
   end
 
   defp check_setting("HRW_NATIVE_BASE_URL", url) do
@@ -302,7 +303,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
         :ok
 
       {:error, reason} ->
-        {:error, "an https URL (plain http only to 127.0.0.1, localhost or [::1]): #{reason}"}
+        {:error,
+         "an https URL (plain http only to 127.0.0.1, localhost or [::1]); its value #{reason}"}
     end
   end
 
