@@ -103,7 +103,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
         Mix.raise(
           "refusing the precompiled hrw NIF: #{reason}. Nothing was installed. " <>
             "If the mirror (HRW_NATIVE_BASE_URL) or the cache " <>
-            "(#{opts.cache_dir}) holds a wrong file, remove it; " <>
+            "(#{opts.cache_dir || "none"}) holds a wrong file, remove it; " <>
             "HRW_NATIVE_BUILD=1 builds from source with cargo instead"
         )
 
@@ -222,7 +222,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
 
   # The per-user cache: XDG_CACHE_HOME/hrw (~/.cache/hrw) on Linux and the BSDs,
   # ~/Library/Caches/hrw on macOS. A relative XDG_CACHE_HOME is ignored, as the XDG
-  # rule says (:filename.basedir/2 would take it, relative to the dependency).
+  # rule says (:filename.basedir/2 would take it, relative to the dependency);
+  # with no absolute HOME either, there is no cache (nil).
   defp user_cache_dir(env) do
     xdg = nonempty(env["XDG_CACHE_HOME"])
     home = nonempty(env["HOME"])
@@ -238,7 +239,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
         Path.join([home, ".cache", "hrw"])
 
       true ->
-        Path.join([System.tmp_dir!(), "hrw-cache"])
+        nil
     end
   end
 
