@@ -6,8 +6,9 @@ defmodule Mix.HrwNative.Download do
 
   @moduledoc """
   The one HTTP download of the compile task, through OTP's `:httpc` (as Mix, Hex
-  and RustlerPrecompiled fetch) in a profile of its own: `:httpc` speaks HTTP/1.1
-  and to proxies; this module keeps the policy. Every URL and header value it acts
+  and RustlerPrecompiled fetch), a stand-alone one started for each request and
+  stopped before it returns: `:httpc` speaks HTTP/1.1 and to proxies; this module
+  keeps the policy. Every URL and header value it acts
   on is checked by `Mix.HrwNative.Wire`; the proxy comes from
   `Mix.HrwNative.Proxy`.
 
@@ -59,7 +60,7 @@ defmodule Mix.HrwNative.Download do
 
     with {:ok, _} <- Application.ensure_all_started(:ssl),
          {:ok, _} <- Application.ensure_all_started(:inets),
-         {:ok, url} <- refuse(Wire.parse(url)) do
+         {:ok, url} <- refuse(Wire.parse(url), "refusing to download from a URL that ") do
       get(url, opts, System.monotonic_time(:millisecond) + opts.timeout_ms * 20, 0)
     else
       {:error, _} -> {:unavailable, "cannot start OTP's HTTP client (its ssl or inets failed)"}
@@ -67,11 +68,8 @@ defmodule Mix.HrwNative.Download do
     end
   end
 
-  defp refuse({:error, reason}), do: {:refused, "refusing to download from a URL that " <> reason}
-  defp refuse(ok), do: ok
-
-  defp redirect({:error, reason}), do: {:refused, reason}
-  defp redirect(ok), do: ok
+  defp refuse({:error, reason}, prefix), do: {:refused, prefix <> reason}
+  defp refuse(ok, _prefix), do: ok
 
   defp get(url, _opts, _deadline, redirects) when redirects > @max_redirects,
     do: {:unavailable, "more than #{@max_redirects} redirects, the last to #{Wire.show(url)}"}
@@ -81,7 +79,7 @@ defmodule Mix.HrwNative.Download do
          {:ok, tls} <- TLS.options(url, opts) do
       case request(url, proxy, tls, opts, deadline) do
         {:redirect, locations} ->
-          with {:ok, next} <- redirect(Wire.location(url, locations)),
+          with {:ok, next} <- refuse(Wire.location(url, locations), ""),
                do: get(next, opts, deadline, redirects + 1)
 
         result ->
@@ -110,14 +108,11 @@ defmodule Mix.HrwNative.Download do
       {:ok, client} ->
         true = Process.unlink(client)
 
-        at =
-          proxy &&
-            {proxy.host |> String.trim_leading("[") |> String.trim_trailing("]") |> to_list(),
-             proxy.port}
-
+        at = proxy && {to_list(proxy.host), proxy.port}
         via = if at, do: [proxy: {at, []}, https_proxy: {at, []}], else: []
         # One request, no connection kept: every request connects anew.
         :ok = :httpc.set_options([ipfamily: :inet6fb4, max_sessions: 1] ++ via, client)
+        _ = :logger.remove_primary_filter(@filter)
         :ok = :logger.add_primary_filter(@filter, {&__MODULE__.quiet/2, client})
         {:ok, client}
 
@@ -322,10 +317,7 @@ defmodule Mix.HrwNative.Download do
   end
 
   defp binary_headers(headers),
-    do: for({name, value} <- headers, do: {String.downcase(to_string(name)), to_binary(value)})
-
-  defp to_binary(value) when is_list(value), do: :erlang.list_to_binary(value)
-  defp to_binary(value), do: to_string(value)
+    do: for({k, v} <- headers, do: {String.downcase(to_string(k)), :erlang.iolist_to_binary(v)})
 
   defp values(headers, name), do: for({^name, value} <- headers, do: value)
 

@@ -15,13 +15,12 @@ defmodule Mix.HrwNative.Download.Failure do
   @doc "A wait that ran out: the deadline, or the timeout for the next part."
   @spec timed_out(map()) :: result()
   def timed_out(s) do
-    if s.deadline - System.monotonic_time(:millisecond) <= 0,
-      do:
-        {:unavailable,
-         "downloading #{Wire.show(s.url)}: not done within #{s.opts.timeout_ms * 20} ms (timed out)"},
-      else:
-        {:unavailable,
-         "downloading #{Wire.show(s.url)}: no answer for #{s.opts.timeout_ms} ms (timed out)"}
+    what =
+      if s.deadline <= System.monotonic_time(:millisecond),
+        do: "not done within #{s.opts.timeout_ms * 20} ms",
+        else: "no answer for #{s.opts.timeout_ms} ms"
+
+    {:unavailable, "downloading #{Wire.show(s.url)}: #{what} (timed out)"}
   end
 
   @doc "What `:httpc` answered `{:error, reason}` with, in words."
@@ -38,15 +37,12 @@ defmodule Mix.HrwNative.Download.Failure do
   def failed(s, :timeout), do: timed_out(%{s | deadline: System.monotonic_time(:millisecond)})
 
   # The handler ended with no answer: a stand-alone :httpc drops a request it
-  # would re-send later (a 503 with a Retry-After), and one whose connection
-  # closed before an answer began.
-  def failed(%{length: :none, chunked: false} = s, :dropped),
+  # would re-send later (a 503 with a Retry-After, a connection closed first).
+  def failed(s, :dropped),
     do:
       {:unavailable,
        "#{Wire.show(s.url)} gave no answer to use (a 503 asking to retry later, " <>
          "or a connection closed before the answer)"}
-
-  def failed(s, :dropped), do: failed(s, :socket_closed_remotely)
 
   # What the :httpc of OTP 25 to 29 stops on while it reads an answer (the
   # handler's exit and where it happened): words, never the term.

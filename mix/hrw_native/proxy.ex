@@ -13,7 +13,7 @@ defmodule Mix.HrwNative.Proxy do
 
   alias Mix.HrwNative.Wire
 
-  @typedoc "A proxy to use: where it is, its URL as shown, and its credentials."
+  @typedoc "A proxy to use: where it is (an IPv6 host without brackets), its URL as shown, and its credentials."
   @type t :: %{
           host: String.t(),
           port: 1..65_535,
@@ -107,7 +107,7 @@ defmodule Mix.HrwNative.Proxy do
       {:ok, url} ->
         {:ok,
          %{
-           host: url.host,
+           host: bare(url.host),
            port: url.port,
            shown: Wire.show(%{url | path: ""}),
            credentials: Wire.credentials(url)
