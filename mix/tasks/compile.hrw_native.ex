@@ -34,7 +34,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
   docs/NATIVE.md has the table): `HRW_NATIVE_BASE_URL` (a mirror; plain http only
   to a loopback host), `HRW_NATIVE_CACHE_DIR` (an absolute path; default
   `$XDG_CACHE_HOME/hrw` when that is absolute, else `~/.cache/hrw` on Linux,
-  `~/Library/Caches/hrw` on macOS),
+  `~/Library/Caches/hrw` on macOS; no cache without an absolute `HOME`),
   `HRW_NATIVE_TARGET` (the triple whose archive to use, or to build for with
   `cargo build --target`), `HRW_NATIVE_TIMEOUT_MS` (1 to 3600000, default 30000:
   the longest wait for a connection or the next bytes; a whole download gets 20
