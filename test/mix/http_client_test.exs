@@ -160,6 +160,9 @@ defmodule Mix.HrwNative.HttpClientTest do
         refute all =~ ~r/Signature|bob|\*\*|terminating|stacktrace|\.erl|#PID|Basic/, all
         assert said =~ "#{mirror}/s/#{c.name}", said
       end
+
+      method = if scheme == :https, do: "CONNECT", else: "GET"
+      assert_received {:proxy_request, ^method, _, %{"proxy-authorization" => _}}
     end
   end
 
