@@ -107,7 +107,6 @@ defmodule Mix.HrwNative.Download do
     case :inets.start(:httpc, [profile: :hrw_native], :stand_alone) do
       {:ok, client} ->
         true = Process.unlink(client)
-
         at = proxy && {to_list(proxy.host), proxy.port}
         via = if at, do: [proxy: {at, []}, https_proxy: {at, []}], else: []
         # One request, no connection kept: every request connects anew.
@@ -122,7 +121,6 @@ defmodule Mix.HrwNative.Download do
   end
 
   defp stop(client) do
-    _ = :logger.remove_primary_filter(@filter)
     {:links, handlers} = Process.info(client, :links) || {:links, []}
 
     # The handlers first: killed, the manager's death cannot make them report.
@@ -131,6 +129,8 @@ defmodule Mix.HrwNative.Download do
       Process.exit(pid, :kill)
       receive do: ({:DOWN, ^ref, _, _, _} -> :ok)
     end
+
+    _ = :logger.remove_primary_filter(@filter)
   end
 
   @doc false
