@@ -1,7 +1,11 @@
 # The compile task's download (Mix.HrwNative.Download, through :httpc) against a
-# hostile loopback server: every row of issue 33's table, plus error bodies and
-# header floods. Each case runs the download in a fresh VM and prints what it
-# answered, how long it took and that VM's peak RSS (VmHWM).
+# hostile loopback server: broken framing, bad Location and Content-Length values,
+# huge bodies, error bodies and header floods, answers :httpc itself cannot read,
+# and a 503 asking to retry followed by a huge 404 while a slow build runs. Each
+# case runs the download in a fresh VM and prints what it answered, how long it
+# took, that VM's peak RSS (VmHWM, and GNU time's maximum RSS when /usr/bin/time
+# exists) and how many requests the server saw in all (counted when the row is
+# printed: after the client VM has exited).
 #
 #   elixir bench/download_hostile.exs [case ...]     (default: every case)
 #   CACERTS=bundle.pem elixir bench/download_hostile.exs "<case>"
@@ -15,7 +19,34 @@ defmodule Hostile do
   def cases do
     ok = "HTTP/1.1 200 OK\r\n"
 
+    busy = fn after_s ->
+      "HTTP/1.1 503 No\r\nretry-after: #{after_s}\r\ncontent-length: 4\r\n\r\nbusy"
+    end
+
+    # The first request answered `first`; every later one a 404 of `gib` GiB.
+    then_404 = fn first, gib ->
+      raw("", fn send ->
+        if :counters.get(Process.get(:counter), 1) == 1,
+          do: send.(first),
+          else:
+            send.("HTTP/1.1 404 No\r\ncontent-length: #{gib * 1024 * @mib}\r\n\r\n") == :ok &&
+              repeat(send, :binary.copy("e", @mib), gib * 1024)
+      end)
+    end
+
     [
+      {"a 503 with Retry-After: 5, then a 2 GiB 404, during a 10 s build",
+       {:build, 10_000, then_404.(busy.(5), 2)}},
+      {"a 503 with Retry-After: 5, then a 4 GiB 404, during a 10 s build",
+       {:build, 10_000, then_404.(busy.(5), 4)}},
+      {"a 503 with Retry-After: 0, then a 2 GiB 404, during a 3 s build",
+       {:build, 3_000, then_404.(busy.(0), 2)}},
+      {"a 503 with Retry-After: -1", status_with(503, "retry-after: -1")},
+      {"a 503 with Retry-After: ab", status_with(503, "retry-after: ab")},
+      {"a 404 with Content-Length: abc", status_with(404, "content-length: abc")},
+      {"a 302 with Content-Length: -5", status_with(302, "location: /x\r\ncontent-length: -5")},
+      {"a multipart/byteranges 200",
+       status_with(200, "content-type: multipart/byteranges; boundary=B")},
       {"chunked, 32 Mi chunks of 1 byte",
        raw(ok <> "transfer-encoding: chunked\r\n\r\n", fn send ->
          piece = :binary.copy("1\r\nx\r\n", 65_536)
@@ -101,6 +132,9 @@ defmodule Hostile do
   defp redirect(location),
     do: raw("HTTP/1.1 302 Found\r\nlocation: #{location}\r\ncontent-length: 0\r\n\r\n", nil)
 
+  defp status_with(code, header),
+    do: raw("HTTP/1.1 #{code} X\r\n#{header}\r\ncontent-length: 4\r\n\r\nbusy", nil)
+
   defp status(code, body),
     do: raw("HTTP/1.1 #{code} X\r\ncontent-length: #{byte_size(body)}\r\n\r\n#{body}", nil)
 
@@ -117,25 +151,33 @@ defmodule Hostile do
 
   # -- the server ---------------------------------------------------------------------
 
+  # The server's port and a counter of the requests it has read.
   def serve(reply) do
     {:ok, listen} =
       :gen_tcp.listen(0, [:binary, ip: {127, 0, 0, 1}, active: false, reuseaddr: true])
 
     {:ok, port} = :inet.port(listen)
-    spawn_link(fn -> accept(listen, reply) end)
-    port
+    counter = :counters.new(1, [])
+    spawn_link(fn -> accept(listen, reply, counter) end)
+    {port, counter}
   end
 
-  defp accept(listen, reply) do
+  defp accept(listen, reply, counter) do
     with {:ok, socket} <- :gen_tcp.accept(listen) do
-      pid = spawn(fn -> one(socket, reply) end)
+      pid = spawn(fn -> one(socket, reply, counter) end)
       :ok = :gen_tcp.controlling_process(socket, pid)
-      accept(listen, reply)
+      accept(listen, reply, counter)
     end
   end
 
-  defp one(socket, reply) do
-    with {:ok, _request} <- read_head(socket, ""), do: answer(socket, reply)
+  defp one(socket, reply, counter) do
+    Process.put(:counter, counter)
+
+    with {:ok, _request} <- read_head(socket, "") do
+      :counters.add(counter, 1, 1)
+      answer(socket, reply)
+    end
+
     :gen_tcp.close(socket)
   end
 
@@ -161,7 +203,7 @@ defmodule Hostile do
   def client(url) do
     root = Path.expand("..", __DIR__)
 
-    for file <- ~w(otp_apps wire proxy safe_file tls httpc_memory download_failure download),
+    for file <- ~w(otp_apps wire proxy safe_file tls download_failure download),
         do: Code.require_file("mix/hrw_native/#{file}.ex", root)
 
     started = System.monotonic_time(:millisecond)
@@ -184,6 +226,9 @@ defmodule Hostile do
       ])
 
     ms = System.monotonic_time(:millisecond) - started
+    # A build after a failed download (BUILD_MS): the task waits for cargo, and
+    # the peak RSS below covers that wait.
+    Process.sleep(String.to_integer(System.get_env("BUILD_MS", "0")))
     [_, hwm] = Regex.run(~r/VmHWM:\s+(\d+) kB/, File.read!("/proc/self/status"))
 
     {kind, what} =
@@ -207,24 +252,42 @@ case System.argv() do
       "# #{DateTime.utc_now() |> DateTime.truncate(:second)}; OTP #{System.otp_release()}; Elixir #{System.version()}"
     )
 
-    IO.puts("# case | answer | ms | peak RSS MiB | message")
+    IO.puts(
+      "# case | answer | ms (the download) | VmHWM MiB | message | GNU time max RSS MiB | requests"
+    )
 
     for {name, reply} <- cases do
-      {path, reply} =
+      {path, build_ms, reply} =
         case reply do
-          {:path, path, reply} -> {path, reply}
-          reply -> {"/a", reply}
+          {:path, path, reply} -> {path, 0, reply}
+          {:build, ms, reply} -> {"/a", ms, reply}
+          reply -> {"/a", 0, reply}
         end
 
-      port = Hostile.serve(reply)
+      {port, counter} = Hostile.serve(reply)
       scheme = if System.get_env("CACERTS"), do: "https", else: "http"
+      args = [__ENV__.file, "--client", "#{scheme}://127.0.0.1:#{port}#{path}"]
+
+      {command, args} =
+        if File.exists?("/usr/bin/time"),
+          do: {"/usr/bin/time", ["-f", "gnu-time %M", "elixir" | args]},
+          else: {"elixir", args}
 
       {out, _} =
-        System.cmd("elixir", [__ENV__.file, "--client", "#{scheme}://127.0.0.1:#{port}#{path}"],
-          stderr_to_stdout: true
+        System.cmd(command, args,
+          stderr_to_stdout: true,
+          env: [{"BUILD_MS", Integer.to_string(build_ms)}]
         )
 
-      [line | _] = out |> String.split("\n", trim: true) |> Enum.reverse()
-      IO.puts("#{name}\t#{line}")
+      lines = String.split(out, "\n", trim: true)
+
+      gnu =
+        Enum.find_value(lines, "-", fn
+          "gnu-time " <> kb -> div(String.to_integer(kb), 1024)
+          _ -> nil
+        end)
+
+      line = lines |> Enum.reject(&String.starts_with?(&1, "gnu-time ")) |> List.last()
+      IO.puts("#{name}\t#{line}\t#{gnu}\t#{:counters.get(counter, 1)}")
     end
 end

@@ -6,8 +6,9 @@ defmodule Mix.HrwNative.Download do
 
   @moduledoc """
   The one HTTP download of the compile task, through OTP's `:httpc` (as Mix, Hex
-  and RustlerPrecompiled fetch) in a profile of its own: `:httpc` speaks HTTP/1.1
-  and to proxies; this module keeps the policy. Every URL and header value it acts
+  and RustlerPrecompiled fetch), a stand-alone one started for each request and
+  stopped before it returns: `:httpc` speaks HTTP/1.1 and to proxies; this module
+  keeps the policy. Every URL and header value it acts
   on is checked by `Mix.HrwNative.Wire`; the proxy comes from
   `Mix.HrwNative.Proxy`.
 
@@ -26,8 +27,7 @@ defmodule Mix.HrwNative.Download do
   alias Mix.HrwNative.{Proxy, TLS, Wire}
   alias Mix.HrwNative.Download.Failure
 
-  @direct :hrw_native
-  @proxied :hrw_native_proxied
+  @filter :hrw_native_httpc
 
   @typedoc """
   `:timeout_ms`: the longest wait for a connection or for the next part of the
@@ -56,54 +56,30 @@ defmodule Mix.HrwNative.Download do
   @doc "Downloads `url` into memory. See `t:options/0` and `t:result/0`."
   @spec download(String.t(), options()) :: result()
   def download(url, opts) do
-    with :ok <- start(),
-         {:ok, url} <- refuse(Wire.parse(url)) do
-      get(url, opts, System.monotonic_time(:millisecond) + opts.timeout_ms * 20, 0)
-    end
-  end
-
-  defp start do
     :ok = Mix.HrwNative.OTPApps.on_code_path([:crypto, :asn1, :public_key, :ssl, :inets])
 
     with {:ok, _} <- Application.ensure_all_started(:ssl),
          {:ok, _} <- Application.ensure_all_started(:inets),
-         :ok <- profile(@direct),
-         :ok <- profile(@proxied) do
-      :ok
+         {:ok, url} <- refuse(Wire.parse(url), "refusing to download from a URL that ") do
+      get(url, opts, System.monotonic_time(:millisecond) + opts.timeout_ms * 20, 0)
     else
-      {:error, reason} ->
-        {:unavailable, "cannot start OTP's HTTP client: #{Wire.escape(inspect(reason))}"}
+      {:error, _} -> {:unavailable, "cannot start OTP's HTTP client (its ssl or inets failed)"}
+      other -> other
     end
   end
 
-  defp profile(name) do
-    case :inets.start(:httpc, profile: name) do
-      {:ok, _} -> :ok
-      {:error, {:already_started, _}} -> :ok
-      {:error, reason} -> {:error, reason}
-    end
-    |> case do
-      # One request at a time, no connection kept: every request connects anew.
-      :ok -> :httpc.set_options([ipfamily: :inet6fb4, max_sessions: 1], name)
-      error -> error
-    end
-  end
-
-  defp refuse({:error, reason}), do: {:refused, "refusing to download from " <> reason}
-  defp refuse(ok), do: ok
-
-  defp redirect({:error, reason}), do: {:refused, reason}
-  defp redirect(ok), do: ok
+  defp refuse({:error, reason}, prefix), do: {:refused, prefix <> reason}
+  defp refuse(ok, _prefix), do: ok
 
   defp get(url, _opts, _deadline, redirects) when redirects > @max_redirects,
     do: {:unavailable, "more than #{@max_redirects} redirects, the last to #{Wire.show(url)}"}
 
   defp get(url, opts, deadline, redirects) do
-    with {:ok, profile, proxy} <- route(url, opts),
+    with {:ok, proxy} <- route(url, opts),
          {:ok, tls} <- TLS.options(url, opts) do
-      case request(url, profile, proxy, tls, opts, deadline) do
+      case request(url, proxy, tls, opts, deadline) do
         {:redirect, locations} ->
-          with {:ok, next} <- redirect(Wire.location(url, locations)),
+          with {:ok, next} <- refuse(Wire.location(url, locations), ""),
                do: get(next, opts, deadline, redirects + 1)
 
         result ->
@@ -114,25 +90,70 @@ defmodule Mix.HrwNative.Download do
 
   defp route(url, opts) do
     case Proxy.for_url(url, Map.get(opts, :proxies, %{http: nil, https: nil, no_proxy: []})) do
-      :direct ->
-        {:ok, @direct, nil}
-
-      {:ok, proxy} ->
-        at =
-          {proxy.host |> String.trim_leading("[") |> String.trim_trailing("]") |> to_list(),
-           proxy.port}
-
-        :ok = :httpc.set_options([proxy: {at, []}, https_proxy: {at, []}], @proxied)
-        {:ok, @proxied, proxy}
-
-      {:error, reason} ->
-        {:unavailable, reason}
+      :direct -> {:ok, nil}
+      {:error, reason} -> {:unavailable, reason}
+      ok -> ok
     end
   end
 
+  # -- the client: one stand-alone :httpc per request ---------------------------------
+
+  # A stand-alone :httpc (its manager, unregistered, and the handler it links)
+  # lives for one request: `stop/1` kills both and waits for them, so nothing it
+  # holds or schedules outlives the request. Unregistered, it cannot re-send a
+  # request by itself: the re-send :httpc schedules for a 503 with Retry-After
+  # is addressed to a registered profile name, and lands nowhere.
+  defp client(proxy) do
+    case :inets.start(:httpc, [profile: :hrw_native], :stand_alone) do
+      {:ok, client} ->
+        true = Process.unlink(client)
+        at = proxy && {to_list(proxy.host), proxy.port}
+        via = if at, do: [proxy: {at, []}, https_proxy: {at, []}], else: []
+        # One request, no connection kept: every request connects anew.
+        :ok = :httpc.set_options([ipfamily: :inet6fb4, max_sessions: 1] ++ via, client)
+        _ = :logger.remove_primary_filter(@filter)
+        :ok = :logger.add_primary_filter(@filter, {&__MODULE__.quiet/2, client})
+        {:ok, client}
+
+      {:error, _} ->
+        {:unavailable, "cannot start OTP's HTTP client"}
+    end
+  end
+
+  defp stop(client) do
+    {:links, handlers} = Process.info(client, :links) || {:links, []}
+
+    # The handlers first: killed, the manager's death cannot make them report.
+    for pid <- handlers ++ [client], is_pid(pid) do
+      ref = Process.monitor(pid)
+      Process.exit(pid, :kill)
+      receive do: ({:DOWN, ^ref, _, _, _} -> :ok)
+    end
+
+    _ = :logger.remove_primary_filter(@filter)
+  end
+
+  @doc false
+  # A logger filter, while a request runs: what the client's processes log (a
+  # crash report prints their state, the request's credentials with it) is
+  # dropped; what went wrong reaches the caller as the request's result.
+  @spec quiet(:logger.log_event(), pid()) :: :stop | :ignore
+  def quiet(_event, client),
+    do: if(client in [self() | Process.get(:"$ancestors", [])], do: :stop, else: :ignore)
+
   # -- one request -------------------------------------------------------------------
 
-  defp request(url, profile, proxy, tls, opts, deadline) do
+  defp request(url, proxy, tls, opts, deadline) do
+    with {:ok, client} <- client(proxy) do
+      try do
+        request(url, client, proxy, tls, opts, deadline)
+      after
+        stop(client)
+      end
+    end
+  end
+
+  defp request(url, client, proxy, tls, opts, deadline) do
     left = max(deadline - now(), 1)
 
     headers =
@@ -152,30 +173,29 @@ defmodule Mix.HrwNative.Download do
 
     request = {to_list(Wire.request_url(url)), headers}
     options = [sync: false, stream: {:self, :once}, body_format: :binary]
+    s = %{url: url, proxy: proxy, opts: opts, deadline: deadline, length: :none, chunked: false}
 
-    s = %{
-      url: url,
-      proxy: proxy,
-      profile: profile,
-      opts: opts,
-      deadline: deadline,
-      before: Mix.HrwNative.HttpcMemory.before(),
-      length: :none,
-      chunked: false
-    }
-
-    case :httpc.request(:get, request, http_opts, options, profile) do
+    case :httpc.request(:get, request, http_opts, options, client) do
       {:ok, ref} ->
+        # The handler the manager started for the request: watched, so that a
+        # request it ends without an answer is not waited for.
+        {:links, links} = Process.info(client, :links)
+        handler = Enum.find(links, &is_pid/1)
+        watch = if handler, do: Process.monitor(handler), else: make_ref()
+        if handler == nil, do: send(self(), {:DOWN, watch, :process, nil, :noproc})
+        before = :erlang.memory(:binary)
+
         try do
-          answer(Map.put(s, :ref, ref))
+          answer(Map.merge(s, %{ref: ref, handler: handler, watch: watch, before: before}))
         after
-          :ok = :httpc.cancel_request(ref, profile)
-          flush(ref)
+          Process.demonitor(watch, [:flush])
         end
 
       {:error, reason} ->
-        {:unavailable, "downloading #{Wire.show(url)} failed: #{Failure.describe(reason)}"}
+        Failure.failed(s, reason)
     end
+  after
+    flush()
   end
 
   defp basic(_name, nil), do: []
@@ -190,11 +210,9 @@ defmodule Mix.HrwNative.Download do
 
   defp proxy_auth(_), do: []
 
-  defp flush(ref) do
+  defp flush do
     receive do
-      {:http, {^ref, _}} -> flush(ref)
-      {:http, {^ref, _, _}} -> flush(ref)
-      {:http, {^ref, _, _, _}} -> flush(ref)
+      {:http, _} -> flush()
     after
       0 -> :ok
     end
@@ -264,10 +282,11 @@ defmodule Mix.HrwNative.Download do
   # for the answer is looked at every @poll_ms: it keeps a status line, the
   # headers and any body but a 200's in memory until they have all come, so an
   # answer that grows past @max_held_bytes is cancelled (docs/NATIVE.md says
-  # what this bounds). `held` is the part of a 200's body this process holds
-  # (counted twice: a binary that grows may have that much room allocated).
+  # what this bounds). Counted: the handler's heap and the VM's binaries made
+  # since the request began, but for the `held` bytes of a 200's body this
+  # process holds (twice: a binary that grows may have that much room).
   defp next(s, since, held \\ 0) do
-    ref = s.ref
+    {ref, watch} = {s.ref, s.watch}
 
     receive do
       {:http, {^ref, :stream_start, headers, pid}} -> {:start, headers, pid}
@@ -275,11 +294,14 @@ defmodule Mix.HrwNative.Download do
       {:http, {^ref, :stream_end, headers}} -> {:end, headers}
       {:http, {^ref, {:error, reason}}} -> {:error, reason}
       {:http, {^ref, response}} -> {:whole, response}
+      {:DOWN, ^watch, _, _, _} -> {:error, :dropped}
     after
       min(@poll_ms, wait(s, since)) ->
+        heap = with {:memory, bytes} <- s.handler && Process.info(s.handler, :memory), do: bytes
+        bytes = max(:erlang.memory(:binary) - s.before - 2 * held, 0) + (heap || 0)
+
         cond do
-          (bytes = Mix.HrwNative.HttpcMemory.held(s.profile, s.ref, s.before, 2 * held)) >
-              @max_held_bytes ->
+          bytes > @max_held_bytes ->
             {:refused,
              "#{Wire.show(s.url)} sent over #{div(bytes, 1024 * 1024)} MiB of status line, " <>
                "headers or error body, over the #{div(@max_held_bytes, 1024 * 1024)} MiB " <>
@@ -295,10 +317,7 @@ defmodule Mix.HrwNative.Download do
   end
 
   defp binary_headers(headers),
-    do: for({name, value} <- headers, do: {String.downcase(to_string(name)), to_binary(value)})
-
-  defp to_binary(value) when is_list(value), do: :erlang.list_to_binary(value)
-  defp to_binary(value), do: to_string(value)
+    do: for({k, v} <- headers, do: {String.downcase(to_string(k)), :erlang.iolist_to_binary(v)})
 
   defp values(headers, name), do: for({^name, value} <- headers, do: value)
 

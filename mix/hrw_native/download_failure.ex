@@ -15,13 +15,12 @@ defmodule Mix.HrwNative.Download.Failure do
   @doc "A wait that ran out: the deadline, or the timeout for the next part."
   @spec timed_out(map()) :: result()
   def timed_out(s) do
-    if s.deadline - System.monotonic_time(:millisecond) <= 0,
-      do:
-        {:unavailable,
-         "downloading #{Wire.show(s.url)}: not done within #{s.opts.timeout_ms * 20} ms (timed out)"},
-      else:
-        {:unavailable,
-         "downloading #{Wire.show(s.url)}: no answer for #{s.opts.timeout_ms} ms (timed out)"}
+    what =
+      if s.deadline <= System.monotonic_time(:millisecond),
+        do: "not done within #{s.opts.timeout_ms * 20} ms",
+        else: "no answer for #{s.opts.timeout_ms} ms"
+
+    {:unavailable, "downloading #{Wire.show(s.url)}: #{what} (timed out)"}
   end
 
   @doc "What `:httpc` answered `{:error, reason}` with, in words."
@@ -37,14 +36,42 @@ defmodule Mix.HrwNative.Download.Failure do
 
   def failed(s, :timeout), do: timed_out(%{s | deadline: System.monotonic_time(:millisecond)})
 
+  # The handler ended with no answer: a stand-alone :httpc drops a request it
+  # would re-send later (a 503 with a Retry-After, a connection closed first).
+  def failed(s, :dropped),
+    do:
+      {:unavailable,
+       "#{Wire.show(s.url)} gave no answer to use (a 503 asking to retry later, " <>
+         "or a connection closed before the answer)"}
+
+  # What the :httpc of OTP 25 to 29 stops on while it reads an answer (the
+  # handler's exit and where it happened): words, never the term.
+  def failed(s, {:shutdown, {{_kind, why}, [_ | _] = stack}}) do
+    at = for {module, function, _, _} <- stack, do: {module, function}
+
+    cond do
+      {:httpc_response, :status_service_unavailable} in at ->
+        {:unavailable, "#{Wire.show(s.url)} answered HTTP 503 with a bad Retry-After"}
+
+      match?({:not_yet_implemented, _}, why) ->
+        {:refused, "#{Wire.show(s.url)} sent a multipart/byteranges body, which is not read"}
+
+      why == :badarg or {:httpc_response, :format_response} in at ->
+        {:refused, "#{Wire.show(s.url)} sent a bad content-length"}
+
+      true ->
+        {:refused, "#{Wire.show(s.url)} sent an answer OTP's HTTP client could not read"}
+    end
+  end
+
   # :httpc lists a reason per address family tried (:inet6 first, then :inet),
   # and :tls after a proxy's CONNECT: a TLS alert wins, else the last one.
   def failed(s, {:failed_connect, details}) do
     reasons = for {family, _, reason} <- details, family in [:inet, :inet6, :tls], do: reason
 
     reason =
-      Enum.find(reasons, &match?({:tls_alert, _}, &1)) || List.last(reasons) ||
-        {:failed_connect, details}
+      Enum.find(reasons, &match?({:tls_alert, _}, &1)) ||
+        Enum.find(reasons, &(&1 != :nxdomain)) || List.last(reasons)
 
     via = if s.proxy, do: " (through the proxy #{s.proxy.shown})", else: ""
 
@@ -83,16 +110,15 @@ defmodule Mix.HrwNative.Download.Failure do
   def failed(s, reason),
     do: {:unavailable, "downloading #{Wire.show(s.url)} failed: #{describe(reason)}"}
 
-  @doc "A reason in words when it is a POSIX error, else shown briefly and escaped."
+  @doc "A reason in words: a POSIX error's, else what kind of failure it is."
   @spec describe(term()) :: String.t()
-  def describe(reason) when is_atom(reason) do
-    case :inet.format_error(reason) do
-      ~c"unknown POSIX error" ++ _ -> Atom.to_string(reason)
-      text -> "#{text} (#{reason})"
-    end
-  end
+  def describe(reason) do
+    text = if is_atom(reason), do: to_string(:inet.format_error(reason)), else: "unknown"
 
-  def describe(reason), do: Wire.escape(inspect(reason, limit: 8, printable_limit: 100))
+    if text =~ "unknown",
+      do: "an error of the network or of OTP's HTTP client",
+      else: "#{text} (#{reason})"
+  end
 
   @doc "A body over the size limit."
   @spec oversized(map(), non_neg_integer()) :: result()

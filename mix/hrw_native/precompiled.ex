@@ -27,7 +27,7 @@ defmodule Mix.HrwNative.Precompiled do
           required(:version) => String.t(),
           required(:checksum_file) => Path.t(),
           required(:base_url) => String.t(),
-          required(:cache_dir) => Path.t(),
+          required(:cache_dir) => Path.t() | nil,
           required(:target) => Target.t(),
           required(:nif_version) => String.t(),
           optional(:timeout_ms) => pos_integer(),
@@ -82,6 +82,9 @@ defmodule Mix.HrwNative.Precompiled do
         end
     end
   end
+
+  defp from_cache_or_download(name, expected, %{cache_dir: nil} = opts),
+    do: download_and_cache(name, expected, nil, opts, false)
 
   defp from_cache_or_download(name, expected, opts) do
     cached = Path.join(opts.cache_dir, name)

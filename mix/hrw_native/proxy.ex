@@ -6,14 +6,14 @@ defmodule Mix.HrwNative.Proxy do
   lowercase name first; `no_proxy`/`NO_PROXY` lists, comma-separated, the hosts
   to reach directly: `*` (every host), a host name (itself and every name under
   it: `example.com` covers `mirror.example.com`; a leading dot is the same), or an
-  IP address (that address). A proxy is an `http://[user:password@]host[:port]`
+  IP address (that address, in any of its notations). A proxy is an `http://[user:password@]host[:port]`
   URL (port 80 by default; `host:port` alone is read as `http://host:port`); its
   credentials go out as `Proxy-Authorization`, and are never printed.
   """
 
   alias Mix.HrwNative.Wire
 
-  @typedoc "A proxy to use: where it is, its URL as shown, and its credentials."
+  @typedoc "A proxy to use: where it is (an IPv6 host without brackets), its URL as shown, and its credentials."
   @type t :: %{
           host: String.t(),
           port: 1..65_535,
@@ -21,10 +21,10 @@ defmodule Mix.HrwNative.Proxy do
           credentials: {String.t(), String.t()} | nil
         }
 
-  @typedoc "The proxy settings read from the environment by `settings/1`."
+  @typedoc "The proxy settings read by `settings/1`: each proxy with the variable that held it."
   @type settings :: %{
-          http: String.t() | nil,
-          https: String.t() | nil,
+          http: {String.t(), String.t()} | nil,
+          https: {String.t(), String.t()} | nil,
           no_proxy: [String.t()]
         }
 
@@ -32,7 +32,7 @@ defmodule Mix.HrwNative.Proxy do
   The proxy settings in `env` (a map of OS variables).
 
       iex> Mix.HrwNative.Proxy.settings(%{"HTTPS_PROXY" => "http://p:3128", "no_proxy" => "a.example, .b.example"})
-      %{http: nil, https: "http://p:3128", no_proxy: ["a.example", "b.example"]}
+      %{http: nil, https: {"HTTPS_PROXY", "http://p:3128"}, no_proxy: ["a.example", "b.example"]}
   """
   @spec settings(%{String.t() => String.t()}) :: settings()
   def settings(env) do
@@ -40,7 +40,8 @@ defmodule Mix.HrwNative.Proxy do
       http: variable(env, "http_proxy"),
       https: variable(env, "https_proxy"),
       no_proxy:
-        (variable(env, "no_proxy") || "")
+        (variable(env, "no_proxy") || {nil, ""})
+        |> elem(1)
         |> String.split(",")
         |> Enum.map(&(&1 |> String.trim() |> String.trim_leading(".") |> String.downcase()))
         |> Enum.reject(&(&1 == ""))
@@ -51,7 +52,7 @@ defmodule Mix.HrwNative.Proxy do
     Enum.find_value([name, String.upcase(name)], fn name ->
       case env[name] do
         value when value in [nil, ""] -> nil
-        value -> value
+        value -> {name, value}
       end
     end)
   end
@@ -72,43 +73,48 @@ defmodule Mix.HrwNative.Proxy do
   """
   @spec for_url(Wire.url(), settings()) :: :direct | {:ok, t()} | {:error, String.t()}
   def for_url(url, settings) do
-    value = if url.scheme == "https", do: settings.https, else: settings.http
+    variable = if url.scheme == "https", do: settings.https, else: settings.http
 
     cond do
-      value == nil -> :direct
+      variable == nil -> :direct
       bypassed?(url.host, settings.no_proxy) -> :direct
-      true -> parse(value, if(url.scheme == "https", do: "HTTPS_PROXY", else: "HTTP_PROXY"))
+      true -> parse(variable)
     end
   end
 
-  # Names match by suffix, at a dot; IP addresses only whole.
+  # Names match by suffix, at a dot; IP addresses only whole, as addresses.
   defp bypassed?(host, entries) do
-    ip? = Wire.ip_literal(host) != :error
+    ip = Wire.ip_literal(host)
     host = host |> bare() |> String.trim_trailing(".")
 
     Enum.any?(entries, fn entry ->
       entry = bare(entry)
-      entry == "*" or host == entry or (not ip? and String.ends_with?(host, "." <> entry))
+
+      entry == "*" or host == entry or
+        if(ip == :error,
+          do: String.ends_with?(host, "." <> entry),
+          else: :inet.parse_address(String.to_charlist(entry)) == ip
+        )
     end)
   end
 
   defp bare(host), do: host |> String.trim_leading("[") |> String.trim_trailing("]")
 
-  defp parse(value, variable) do
+  defp parse({variable, value}) do
     text = if value =~ ~r{\A[A-Za-z][A-Za-z0-9+.-]*://}, do: value, else: "http://" <> value
 
     case Wire.parse(text, :proxy) do
       {:ok, url} ->
         {:ok,
          %{
-           host: url.host,
+           host: bare(url.host),
            port: url.port,
            shown: Wire.show(%{url | path: ""}),
            credentials: Wire.credentials(url)
          }}
 
       {:error, reason} ->
-        {:error, "#{variable} holds no usable proxy: #{reason}"}
+        {:error, "#{variable} holds no usable proxy: its value #{reason}"}
     end
   end
 end

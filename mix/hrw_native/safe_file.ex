@@ -23,8 +23,10 @@ defmodule Mix.HrwNative.SafeFile do
 
     result =
       with {:ok, fd} <- :file.open(tmp, [:write, :exclusive, :binary, :raw]) do
+        # 0644 whatever the umask, before a byte is written.
         written =
-          with :ok <- :file.write(fd, data),
+          with :ok <- :file.change_mode(tmp, 0o644),
+               :ok <- :file.write(fd, data),
                do: :file.sync(fd)
 
         :ok = :file.close(fd)
@@ -182,10 +184,7 @@ defmodule Mix.HrwNative.SafeFile do
   """
   @spec private_dir(Path.t()) :: :ok | {:error, String.t()}
   def private_dir(dir) do
-    created? = not File.exists?(dir)
-
-    with :ok <- mkdir(dir),
-         :ok <- if(created?, do: chmod(dir, 0o700), else: :ok),
+    with :ok <- mkdir(dir, 0o700),
          {:ok, %File.Stat{uid: uid, mode: mode}} <- stat(dir) do
       cond do
         windows?() ->
@@ -205,16 +204,6 @@ defmodule Mix.HrwNative.SafeFile do
     end
   end
 
-  defp chmod(dir, mode) do
-    case File.chmod(dir, mode) do
-      :ok ->
-        :ok
-
-      {:error, reason} ->
-        {:error, "#{dir} cannot be made private (#{:file.format_error(reason)})"}
-    end
-  end
-
   defp kind(:directory), do: "a folder"
   defp kind(:symlink), do: "a symlink"
   defp kind(:device), do: "a device"
@@ -230,16 +219,24 @@ defmodule Mix.HrwNative.SafeFile do
   """
   @spec trusted_dir(Path.t()) :: :ok | {:error, String.t()}
   def trusted_dir(dir) do
-    with :ok <- mkdir(dir),
+    with :ok <- mkdir(dir, 0o755),
          {:ok, stat} <- stat(dir) do
       check_owner(dir, stat)
     end
   end
 
-  defp mkdir(dir) do
-    case File.mkdir_p(dir) do
-      :ok -> :ok
-      {:error, reason} -> {:error, "#{dir} cannot be created (#{:file.format_error(reason)})"}
+  # Like `mkdir -p`, each folder it creates given `mode`, whatever the umask.
+  defp mkdir(dir, mode) do
+    parent = Path.dirname(dir)
+
+    with :ok <- if(parent == dir or File.dir?(parent), do: :ok, else: mkdir(parent, mode)) do
+      case with(:ok <- File.mkdir(dir), do: File.chmod(dir, mode)) do
+        {:error, reason} when reason != :eexist ->
+          {:error, "#{dir} cannot be created (#{:file.format_error(reason)})"}
+
+        _ ->
+          :ok
+      end
     end
   end
 

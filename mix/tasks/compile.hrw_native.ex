@@ -34,7 +34,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
   docs/NATIVE.md has the table): `HRW_NATIVE_BASE_URL` (a mirror; plain http only
   to a loopback host), `HRW_NATIVE_CACHE_DIR` (an absolute path; default
   `$XDG_CACHE_HOME/hrw` when that is absolute, else `~/.cache/hrw` on Linux,
-  `~/Library/Caches/hrw` on macOS),
+  `~/Library/Caches/hrw` on macOS; no cache without an absolute `HOME`),
   `HRW_NATIVE_TARGET` (the triple whose archive to use, or to build for with
   `cargo build --target`), `HRW_NATIVE_TIMEOUT_MS` (1 to 3600000, default 30000:
   the longest wait for a connection or the next bytes; a whole download gets 20
@@ -103,7 +103,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
         Mix.raise(
           "refusing the precompiled hrw NIF: #{reason}. Nothing was installed. " <>
             "If the mirror (HRW_NATIVE_BASE_URL) or the cache " <>
-            "(#{opts.cache_dir}) holds a wrong file, remove it; " <>
+            "(#{opts.cache_dir || "none"}) holds a wrong file, remove it; " <>
             "HRW_NATIVE_BUILD=1 builds from source with cargo instead"
         )
 
@@ -222,7 +222,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
 
   # The per-user cache: XDG_CACHE_HOME/hrw (~/.cache/hrw) on Linux and the BSDs,
   # ~/Library/Caches/hrw on macOS. A relative XDG_CACHE_HOME is ignored, as the XDG
-  # rule says (:filename.basedir/2 would take it, relative to the dependency).
+  # rule says (:filename.basedir/2 would take it, relative to the dependency);
+  # with no absolute HOME either, there is no cache (nil).
   defp user_cache_dir(env) do
     xdg = nonempty(env["XDG_CACHE_HOME"])
     home = nonempty(env["HOME"])
@@ -238,7 +239,7 @@ defmodule Mix.Tasks.Compile.HrwNative do
         Path.join([home, ".cache", "hrw"])
 
       true ->
-        Path.join([System.tmp_dir!(), "hrw-cache"])
+        nil
     end
   end
 
@@ -291,9 +292,10 @@ defmodule Mix.Tasks.Compile.HrwNative do
     :ok
   end
 
+  # A URL may hold a secret: what is wrong with it is said, not what it holds.
   defp setting_error(name, value, accepted) do
-    shown = if name == "HRW_NATIVE_BASE_URL", do: Wire.show(value), else: Wire.escape(value)
-    Mix.raise("#{name} must be #{accepted}, not #{inspect(shown)}")
+    shown = if name == "HRW_NATIVE_BASE_URL", do: "", else: ", not #{inspect(Wire.escape(value))}"
+    Mix.raise("#{name} must be #{accepted}#{shown}")
   end
 
   defp check_setting("HRW_NATIVE_BASE_URL", url) do
@@ -302,7 +304,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
         :ok
 
       {:error, reason} ->
-        {:error, "an https URL (plain http only to 127.0.0.1, localhost or [::1]): #{reason}"}
+        {:error,
+         "an https URL (plain http only to 127.0.0.1, localhost or [::1]); its value #{reason}"}
     end
   end
 

@@ -99,6 +99,54 @@ defmodule Mix.HrwNative.CacheTest do
     assert File.read!(cached(c)) == c.fixture.data
   end
 
+  test "under umask 000, every folder the task creates and the library get explicit modes", c do
+    # The task's own files (mix.exs's list) in a VM started with umask 000.
+    root = Path.expand("../..", __DIR__)
+    files = Regex.scan(~r/Code.require_file\("([^"]+)"/, File.read!(Path.join(root, "mix.exs")))
+    cache = Path.join([c.case_dir, "x", "y", "cache"])
+    args = Path.join(c.case_dir, "args")
+    native = Path.join(c.case_dir, "native")
+    File.write!(args, :erlang.term_to_binary({native, c.dest, opts(c, cache_dir: cache)}))
+
+    script = """
+    Mix.start()
+    for [_, f] <- #{inspect(files)}, do: Code.require_file(f, #{inspect(root)})
+    {native, dest, opts} = :erlang.binary_to_term(File.read!(#{inspect(args)}))
+    IO.write(inspect(Mix.Tasks.Compile.HrwNative.obtain(native, dest, :prod, opts)))
+    """
+
+    assert {said, 0} = System.cmd("sh", ["-c", "umask 000 && exec elixir -e \"$0\"", script])
+    assert said =~ ~r/\AInstalled the precompiled hrw NIF .*\n:ok\z/
+
+    modes =
+      for path <-
+            [c.dest, Path.dirname(c.dest), Path.join(c.case_dir, "priv")] ++
+              [
+                cache,
+                Path.dirname(cache),
+                Path.join(c.case_dir, "x"),
+                cached(%{c | cache_dir: cache})
+              ],
+          do: {Path.relative_to(path, c.case_dir), Bitwise.band(File.stat!(path).mode, 0o777)}
+
+    assert modes == [
+             {"priv/native/libhrw_nif.so", 0o644},
+             {"priv/native", 0o755},
+             {"priv", 0o755},
+             {"x/y/cache", 0o700},
+             {"x/y", 0o700},
+             {"x", 0o700},
+             {"x/y/cache/#{c.fixture.name}", 0o644}
+           ]
+  end
+
+  test "without an absolute HOME or XDG_CACHE_HOME there is no cache, and the download works",
+       c do
+    assert Mix.Tasks.Compile.HrwNative.options(%{"HOME" => "relative"}).cache_dir == nil
+    assert obtain(c, cache_dir: nil) == :ok
+    assert File.read!(c.dest) == c.fixture.library
+  end
+
   @tag :needs_root
   test "an entry of another user's in our cache folder is not read, and is replaced", c do
     File.mkdir_p!(c.cache_dir)

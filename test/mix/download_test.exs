@@ -92,7 +92,11 @@ defmodule Mix.HrwNative.DownloadTest do
   test "redirects are checked one by one, and at most 5 are followed", c do
     off = serve(handler: fn _ -> redirect("https://10.0.0.1:99999/m/x") end)
     message = error!(c, base_url: off, cargo: c.fake_cargo)
-    assert message =~ "redirects to a URL that is refused: https://10.0.0.1:99999/m/x has port"
+
+    assert message =~
+             "redirects to a URL that is refused: it has a port that is not a number from 1 to 65535"
+
+    refute message =~ "10.0.0.1"
 
     loop = serve(handler: fn path -> redirect(path <> "x") end)
     assert obtain(c, base_url: loop, cargo: c.fake_cargo) == :ok
@@ -108,10 +112,10 @@ defmodule Mix.HrwNative.DownloadTest do
           {"/x\r\n X-Injected: yes", "holds a space, a control character or a non-ASCII byte"},
           {"/x\e[2J", "holds a space, a control character"},
           {"/a b", "holds a space"},
-          {"http://127.0.0.1:99999/x", "has port 99999, not a port from 1 to 65535"},
-          {"http://127.0.0.1:-1/x", "has port -1"},
-          {"http://127.0.0.1:abc/x", "has port abc"},
-          {"http://127.0.0.1:0/x", "has port 0"},
+          {"http://127.0.0.1:99999/x", "has a port that is not a number from 1 to 65535"},
+          {"http://127.0.0.1:-1/x", "has a port that is not a number from 1 to 65535"},
+          {"http://127.0.0.1:abc/x", "has a port that is not a number from 1 to 65535"},
+          {"http://127.0.0.1:0/x", "has a port that is not a number from 1 to 65535"},
           {"https://\xff\xfe.example/x",
            "holds a space, a control character or a non-ASCII byte"},
           {"https://bad_host.example/x", "has no valid host"},

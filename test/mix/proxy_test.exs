@@ -107,13 +107,31 @@ defmodule Mix.HrwNative.ProxyTest do
   test "a proxy setting that is no http:// proxy is named, and nothing is downloaded", c do
     mirror = serve(tls: c.certs.good, routes: c.routes)
 
-    for value <- ["socks5://corp:#{c.secret}@127.0.0.1:1080", "http://127.0.0.1:99999"] do
-      message = mix_error(fn -> through(c, mirror, %{"HTTPS_PROXY" => value}) end)
-      assert message =~ "HTTPS_PROXY holds no usable proxy", message
-      refute message =~ c.secret, message
+    for value <- [
+          "socks5://corp:#{c.secret}@127.0.0.1:1080",
+          "http://127.0.0.1:99999",
+          "http://corp:#{c.secret}/x@127.0.0.1:3128",
+          "http://corp:#{c.secret}@x@127.0.0.1:3128",
+          ~s("http://corp:#{c.secret}@127.0.0.1:3128"),
+          " http://corp:#{c.secret}@127.0.0.1:3128"
+        ],
+        name <- ["HTTPS_PROXY", "https_proxy"] do
+      message = mix_error(fn -> through(c, mirror, %{name => value}) end)
+      assert message =~ "#{name} holds no usable proxy: its value ", message
+      refute message =~ ~r/#{c.secret}|corp|127\.0\.0\.1:(1080|3128)/, message
     end
 
     assert requests() == []
+  end
+
+  test "NO_PROXY matches an IP address in any notation, and only as an address" do
+    settings = Proxy.settings(%{"HTTP_PROXY" => "http://p:1", "NO_PROXY" => "0:0:0:0:0:0:0:1"})
+    {:ok, v6} = Mix.HrwNative.Wire.parse("http://[::1]:9/x")
+    assert Proxy.for_url(v6, settings) == :direct
+
+    settings = Proxy.settings(%{"HTTP_PROXY" => "http://p:1", "NO_PROXY" => "0.1"})
+    {:ok, v4} = Mix.HrwNative.Wire.parse("http://127.0.0.1:9/x")
+    assert {:ok, _} = Proxy.for_url(v4, settings)
   end
 
   test "the compile task reads the proxy variables from the environment" do
@@ -125,7 +143,7 @@ defmodule Mix.HrwNative.ProxyTest do
 
     assert options.proxies == %{
              http: nil,
-             https: "http://p.corp:3128",
+             https: {"HTTPS_PROXY", "http://p.corp:3128"},
              no_proxy: ["corp", "localhost"]
            }
   end

@@ -35,9 +35,13 @@ defmodule Mix.HrwNative.SettingsTest do
           {"HRW_NATIVE_TIMEOUT_MS", "soon", "from 1 to 3600000"},
           {"HRW_NATIVE_BASE_URL", "http://example.com/hrw", "an https URL (plain http only to"},
           {"HRW_NATIVE_BASE_URL", "ftp://127.0.0.1/hrw", "an https URL"},
-          {"HRW_NATIVE_BASE_URL", "http://127.0.0.1:99999/hrw", "not a port from 1 to 65535"},
-          {"HRW_NATIVE_BASE_URL", "https://mirror.example:-1/hrw", "has port -1"},
-          {"HRW_NATIVE_BASE_URL", "https://mirror.example:abc/hrw", "has port abc"},
+          {"HRW_NATIVE_BASE_URL", "http://127.0.0.1:99999/hrw", "not a number from 1 to 65535"},
+          {"HRW_NATIVE_BASE_URL", "https://mirror.example:-1/hrw",
+           "its value has a port that is not a number from 1 to 65535"},
+          {"HRW_NATIVE_BASE_URL", "https://u:MIRROR@PW@mirror.example/hrw",
+           "its value has a port"},
+          {"HRW_NATIVE_BASE_URL", "https://u:PW/x@mirror.example/hrw",
+           "its value has a port that is not a number from 1 to 65535"},
           {"HRW_NATIVE_BASE_URL", "https://\xff.example/hrw", "a non-ASCII byte"},
           {"HRW_NATIVE_BASE_URL", "https://mirror.example/\e[2J", "a control character"},
           {"HRW_NATIVE_CACHE_DIR", "relative/cache", "an absolute path"},
@@ -50,6 +54,7 @@ defmodule Mix.HrwNative.SettingsTest do
       message = mix_error(fn -> HrwNative.options(%{name => value}) end)
       assert message =~ "#{name} must be ", message
       assert message =~ accepted, message
+      if name == "HRW_NATIVE_BASE_URL", do: refute(message =~ ~r/PW|mirror\.example|hrw"/)
     end
 
     # Empty is unset.

@@ -12,24 +12,31 @@ defmodule Mix.HrwNative.WireTest do
     {:ok, url} = Wire.parse("https://Mirror.example/hrw?sig=1")
     assert {url.host, url.port, url.path} == {"mirror.example", 443, "/hrw"}
 
-    assert Wire.parse("http://example.com/hrw") ==
+    assert Wire.parse("http://user:secret@example.com/hrw") ==
              {:error,
-              "http://example.com/hrw is not an https URL (plain http is allowed only to " <>
-                "127.0.0.1, localhost or [::1])"}
+              "is not an https URL (plain http is allowed only to 127.0.0.1, localhost or [::1])"}
 
     assert Wire.content_length(["12", "12"]) == {:ok, 12}
     assert Wire.content_length(["12", "13"]) == {:error, "a bad content-length: 12, 13"}
 
-    assert Wire.show("https://user:secret@mirror.example:8443/hrw/a.tar.gz?X-Amz-Signature=abc") ==
-             "https://mirror.example:8443/hrw/a.tar.gz"
+    {:ok, signed} =
+      Wire.parse("https://user:secret@mirror.example:8443/hrw/a.tar.gz?X-Amz-Signature=abc")
 
-    assert Wire.show("http://127.0.0.1/a\e[2J") == "http://127.0.0.1/a\\x1B[2J"
+    assert Wire.show(signed) == "https://mirror.example:8443/hrw/a.tar.gz"
+
+    assert Wire.show(%{scheme: "http", host: "127.0.0.1", port: 80, path: "/a\e[2J"}) ==
+             "http://127.0.0.1/a\\x1B[2J"
+
     assert Wire.escape("a\r\nb") == "a\\x0D\\x0Ab"
 
     assert Proxy.settings(%{
              "HTTPS_PROXY" => "http://p:3128",
              "no_proxy" => "a.example, .b.example"
-           }) == %{http: nil, https: "http://p:3128", no_proxy: ["a.example", "b.example"]}
+           }) == %{
+             http: nil,
+             https: {"HTTPS_PROXY", "http://p:3128"},
+             no_proxy: ["a.example", "b.example"]
+           }
 
     settings =
       Proxy.settings(%{"https_proxy" => "http://u:pw@proxy.corp:3128", "NO_PROXY" => "corp"})
@@ -63,11 +70,18 @@ defmodule Mix.HrwNative.WireTest do
           {"file:///tmp/x", "is not an https URL"},
           {"https:///x", "has no valid host"},
           {"127.0.0.1/x", "is not a URL"},
-          {"https://h.example:99999/x", "has port 99999, not a port from 1 to 65535"},
-          {"https://h.example:0/x", "has port 0"},
-          {"https://h.example:-1/x", "has port -1"},
-          {"https://h.example:abc/x", "has port abc"},
-          {"https://h.example:000443/x", "has port 000443"},
+          {"https://h.example:99999/x", "has a port that is not a number from 1 to 65535"},
+          {"https://h.example:0/x", "has a port that is not a number from 1 to 65535"},
+          {"https://h.example:-1/x", "has a port that is not a number from 1 to 65535"},
+          {"https://h.example:abc/x", "has a port that is not a number from 1 to 65535"},
+          {"https://h.example:000443/x", "has a port that is not a number from 1 to 65535"},
+          # a password holding / # ? @, a quoted URL, a leading space: never echoed
+          {"https://u:se/cret@h.example/x", "has a port that is not a number from 1 to 65535"},
+          {"https://u:se#cret@h.example/x", "has a port that is not a number from 1 to 65535"},
+          {"https://u:se@cret@h.example/x", "has a port that is not a number from 1 to 65535"},
+          {"https://u:se?cret@h.example/x", "has a port that is not a number from 1 to 65535"},
+          {~s("https://u:secret@h.example/x"), "is not a URL"},
+          {" https://u:secret@h.example/x", "holds a space"},
           {"https://h_x.example/x", "has no valid host"},
           {"https://-h.example/x", "has no valid host"},
           {"https://#{String.duplicate("a", 64)}.example/x", "has no valid host"},
@@ -82,27 +96,13 @@ defmodule Mix.HrwNative.WireTest do
         ] do
       assert {:error, message} = Wire.parse(bad), bad
       assert message =~ said, "#{inspect(bad)}: #{message}"
-      refute message =~ ~r/[\x00-\x1f\x7f]/
+      refute message =~ ~r/[\x00-\x1f\x7f]|h\.example|cret/
     end
 
     assert {:error, _} = Wire.parse(:not_a_string)
   end
 
-  test "a URL is shown as scheme, host, port and path: never its userinfo or query" do
-    for {url, shown} <- [
-          {"http://user:secret@127.0.0.1:8080/m", "http://127.0.0.1:8080/m"},
-          {"https://mirror.example:443/hrw?X-Amz-Signature=abc#f",
-           "https://mirror.example:443/hrw"},
-          {"https://a@b@host/x?u=a@b", "https://host/x"},
-          {"//tok@host/x", "//host/x"},
-          {"http://host/a@b", "http://host/a@b"},
-          {"http://us er:p%ss@[::1]:9/", "http://[::1]:9/"},
-          {"http://h/\e[2J\r\n", "http://h/\\x1B[2J\\x0D\\x0A"},
-          {"no url at all?token", "no url at all"}
-        ] do
-      assert Wire.show(url) == shown, url
-    end
-
+  test "a parsed URL is shown as scheme, host, port and path: never its userinfo or query" do
     {:ok, parsed} = Wire.parse("https://u:p@H.example:8443/a?q=1")
     assert Wire.show(parsed) == "https://h.example:8443/a"
     assert Wire.request_url(parsed) == "https://h.example:8443/a?q=1"
@@ -135,7 +135,7 @@ defmodule Mix.HrwNative.WireTest do
           {["/a", "/b"], "redirects with 2 different Locations"},
           {["https://127.0.0.1/x"], "from http to https"},
           {["/x\r\n X-Injected: yes"], "a control character"},
-          {["http://127.0.0.1:99999/x"], "has port 99999"}
+          {["http://127.0.0.1:99999/x"], "it has a port that is not a number from 1 to 65535"}
         ] do
       assert {:error, message} = Wire.location(from, locations), inspect(locations)
       assert message =~ said, message

@@ -425,7 +425,8 @@ defmodule HRW.Test.NativeMirror do
   is installed), `:cache_dir` and `:fake_cargo`, a stand-in that records its
   arguments in `cargo-args`, exits with the status in `cargo-status` (0 if none)
   and reports the library at the path in `cargo-artifact` (`built.so`, holding
-  "built by cargo", if none).
+  "built by cargo", if none), after sleeping the seconds in `cargo-sleep` (none if
+  none).
   """
   def new_case(tmp) do
     dir = Path.join(tmp, "case-#{System.unique_integer([:positive])}")
@@ -437,6 +438,7 @@ defmodule HRW.Test.NativeMirror do
     #!/bin/sh
     d="#{dir}"
     printf '%s\\n' "$@" > "$d/cargo-args"
+    [ -f "$d/cargo-sleep" ] && sleep "$(cat "$d/cargo-sleep")"
     artifact="$d/built.so"
     [ -f "$d/cargo-artifact" ] && artifact="$(cat "$d/cargo-artifact")"
     echo '{"reason":"compiler-artifact","target":{"kind":["cdylib"],"name":"hrw_nif"},"filenames":["'"$artifact"'"]}'
