@@ -1,29 +1,31 @@
 defmodule Mix.HrwNative.SafeFile do
   @moduledoc """
   The compile task's file writes and reads, safe in a folder that someone else can
-  write to: every temporary file is created exclusively (`O_CREAT | O_EXCL`, which
-  also refuses a link planted at its name) under a random name, then renamed over
-  its destination (a rename replaces a link, never writes through it); every read
-  is capped before a byte is read; a file of the cache is read only if it is ours,
-  in a folder of ours closed to others, opened so that a FIFO cannot block
-  (`read_own/2`); an install folder that others can write and that is not ours is
-  refused.
+  write to: every file is written in a new folder of ours under a random name,
+  then renamed over its destination (replacing a link, never writing through it);
+  every read is capped before a byte is read; a file of the cache is read only if
+  it is ours, in a folder of ours closed to others, opened so that a FIFO cannot
+  block (`read_own/2`); an install folder that others can write and that is not
+  ours is refused.
   """
 
   import Bitwise
 
   @doc """
-  Writes `data` to `path` through an exclusively created temporary file in the
-  same folder, renamed over `path`. `{:error, reason}` on any failure (the
-  temporary file is removed).
+  Writes `data` to `path` through a file created exclusively in a temporary folder
+  of its own beside `path` (closed to others before the file exists, so that the
+  file, created with the umask's mode, is never open to them), then renamed over
+  `path`. `{:error, reason}` on any failure; the temporary folder is removed.
   """
   @spec write(Path.t(), iodata()) :: :ok | {:error, term()}
   def write(path, data) do
-    tmp = temp_name(path)
+    dir = temp_name(path)
+    tmp = Path.join(dir, "file")
 
     result =
-      with {:ok, fd} <- :file.open(tmp, [:write, :exclusive, :binary, :raw]) do
-        # 0644 whatever the umask, before a byte is written.
+      with :ok <- :file.make_dir(dir),
+           :ok <- :file.change_mode(dir, 0o700),
+           {:ok, fd} <- :file.open(tmp, [:write, :exclusive, :binary, :raw]) do
         written =
           with :ok <- :file.change_mode(tmp, 0o644),
                :ok <- :file.write(fd, data),
@@ -33,7 +35,7 @@ defmodule Mix.HrwNative.SafeFile do
         with :ok <- written, do: :file.rename(tmp, path)
       end
 
-    if result != :ok, do: _ = :file.delete(tmp)
+    _ = File.rm_rf(dir)
     result
   end
 
@@ -206,7 +208,6 @@ defmodule Mix.HrwNative.SafeFile do
 
   defp kind(:directory), do: "a folder"
   defp kind(:symlink), do: "a symlink"
-  defp kind(:device), do: "a device"
   defp kind(:regular), do: "a regular file"
   defp kind(_other), do: "a FIFO, socket or device"
 
@@ -250,7 +251,7 @@ defmodule Mix.HrwNative.SafeFile do
 
   defp check_owner(dir, %File.Stat{uid: uid, mode: mode}) do
     cond do
-      match?({:win32, _}, :os.type()) ->
+      windows?() ->
         :ok
 
       (mode &&& 0o022) != 0 and uid != our_uid() ->
