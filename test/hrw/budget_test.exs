@@ -382,7 +382,7 @@ defmodule HRW.BudgetTest do
     # atom comes from the cache (no name read charged). It evicts, so a concurrent
     # test may evict one of ours: one hit among a few fresh atoms is enough.
     fill = for i <- 1..20_000, do: String.to_atom("cache_fill_#{i}_#{System.unique_integer()}")
-    HRW.Native.term_id_dirty(fill)
+    HRW.NativeProbe.dirty_term_id(fill)
 
     hits =
       for i <- 1..5 do
