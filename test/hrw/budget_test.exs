@@ -4,7 +4,7 @@ defmodule HRW.BudgetTest do
   # scheduler when the budget would run out. This checks it by construction, not by
   # timing: test builds count the work each call actually does where it is done
   # (scores, descent levels, terms visited, bytes hashed, elements copied, sorts; see
-  # native/hrw_core/src/cost.rs and work.rs), and every call below, over a grid of shapes, must
+  # native/hrw_core/src/cost.rs, its `work` tally), and every call below, over a grid of shapes, must
   # have charged at least what it counted, and never more than the budget.
   use ExUnit.Case, async: true
   # The sub-binary header it reads (native/hrw_nif/src/bits.rs) is laid out by byte

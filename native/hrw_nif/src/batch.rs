@@ -154,8 +154,7 @@ fn check_named(
     if words <= keys {
         // A bit per node (no more words than keys): one test per key.
         let units = cost::ELEMENT * (keys + words) as u64;
-        budget.charge(units)?;
-        work::count(units);
+        budget.pay(units)?;
         let mut seen = vec![0u64; words];
         for &i in owners {
             let (word, bit) = (i as usize / 64, 1u64 << (i % 64));
@@ -167,8 +166,7 @@ fn check_named(
     } else {
         // Few keys on many nodes: the distinct indices, sorted.
         let units = cost::ELEMENT * keys as u64 + cost::sort(keys);
-        budget.charge(units)?;
-        work::count(units);
+        budget.pay(units)?;
         let mut named = owners.to_vec();
         named.sort_unstable();
         named.dedup();
@@ -229,8 +227,7 @@ impl NodeIds {
 
     /// `(id, map-key cost)` of node `i` of `nodes`, charging its walk the first time.
     fn get(&mut self, nodes: &Nodes, i: u32, budget: &mut Budget) -> Outcome<(u64, u64)> {
-        budget.charge(cost::ID_LOOKUP)?;
-        work::count(cost::ID_LOOKUP);
+        budget.pay(cost::ID_LOOKUP)?;
         if let Some(&known) = self.seen.get(&i) {
             return Ok(known);
         }
@@ -362,8 +359,7 @@ fn groups<'a>(
         lists.push(make_list(env, &members)?);
     }
     let groups = names.len();
-    budget.charge(cost::map_keys(key_costs, groups))?;
-    work::count(cost::map_keys(key_costs, groups));
+    budget.pay(cost::map_keys(key_costs, groups))?;
     work::count(cost::sort(groups));
     Term::map_from_term_arrays(env, &names, &lists).or_else(|_| bad_arg("could not build the map"))
 }
