@@ -152,15 +152,19 @@ fn check_named(
     let keys = owners.len();
     let words = nodes.len().div_ceil(64);
     if words <= keys {
-        // A bit per node (no more words than keys): one test per key.
+        // A bit per node (no more words than keys), then the nodes named in index
+        // order: the tuple and its terms are read front to back.
         let units = cost::ELEMENT * (keys + words) as u64;
         budget.pay(units)?;
-        let mut seen = vec![0u64; words];
+        let mut named = vec![0u64; words];
         for &i in owners {
-            let (word, bit) = (i as usize / 64, 1u64 << (i % 64));
-            if seen[word] & bit == 0 {
-                seen[word] |= bit;
-                check(i, budget)?;
+            named[i as usize / 64] |= 1u64 << (i % 64);
+        }
+        for (w, &word) in named.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                check((w * 64) as u32 + bits.trailing_zeros(), budget)?;
+                bits &= bits - 1;
             }
         }
     } else {
