@@ -16,7 +16,7 @@ defmodule HRW.Native do
   # which adds `name_dirty` (the same on a dirty CPU scheduler from the start),
   # `name_probe` (the normal-scheduler version reporting `{outcome, charged,
   # counted}` instead of its result: test/support/native_probe.ex,
-  # test/hrw/budget_test.exs) and `dirty_runs/0`. A library loads only when its
+  # test/hrw/budget_test.exs), `dirty_runs/0` and `sub_binary_layout/1`. A library loads only when its
   # NIFs and this module's stubs are the same set, so the stubs of those follow
   # the same switch (`@test_hooks`); a production build has neither.
   #
@@ -104,5 +104,7 @@ defmodule HRW.Native do
 
     @doc false
     def dirty_runs, do: :erlang.nif_error(:nif_not_loaded)
+    @doc false
+    def sub_binary_layout(_on?), do: :erlang.nif_error(:nif_not_loaded)
   end
 end

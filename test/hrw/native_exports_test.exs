@@ -10,7 +10,7 @@ defmodule HRW.NativeExportsTest do
   # The functions of `HRW.Native` that are NIFs in every build.
   defp production_nifs do
     for {name, arity} <- HRW.Native.__info__(:functions),
-        name not in [:load_nif, :dirty_runs],
+        name not in [:load_nif, :dirty_runs, :sub_binary_layout],
         not Regex.match?(@twin, Atom.to_string(name)),
         do: {name, arity}
   end
@@ -18,7 +18,7 @@ defmodule HRW.NativeExportsTest do
   describe "a test build" do
     @describetag skip: HRW.TestBuild.without_work_probes()
 
-    test "has a dirty and a probe twin of every NIF, and the dirty-run count" do
+    test "has a dirty and a probe twin of every NIF, the dirty-run count and the layout switch" do
       exports = HRW.Native.__info__(:functions)
       nifs = production_nifs()
       assert length(nifs) == 15
@@ -28,6 +28,7 @@ defmodule HRW.NativeExportsTest do
       end
 
       assert {:dirty_runs, 0} in exports
+      assert {:sub_binary_layout, 1} in exports
       assert HRW.NativeProbe.dirty_term_id("k") == HRW.term_id("k")
       assert {:ok, charged, counted} = HRW.NativeProbe.probe(:term_id, ["k"])
       assert counted > 0 and counted <= charged

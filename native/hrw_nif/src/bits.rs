@@ -63,6 +63,13 @@ pub fn layout_of(erts_major: Option<u32>) -> usize {
     }
 }
 
+/// Test builds: sets the layout as [`detect`] would for `erts_major`, whatever it
+/// was (`None`: off), so that a test can run the fallback and compare its answers.
+#[cfg(feature = "work-probes")]
+pub fn force(erts_major: Option<u32>) {
+    SUB_TAG.store(layout_of(erts_major), Ordering::Relaxed);
+}
+
 /// A read that the VM contradicted: never read the layout again.
 pub fn disable() {
     SUB_TAG.store(OFF, Ordering::Relaxed);

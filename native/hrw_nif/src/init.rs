@@ -43,7 +43,7 @@ fn open_types(env: *mut ErlNifEnv) -> bool {
 }
 
 /// The ERTS major version of the running VM (for `bits::detect`).
-fn erts_major() -> Option<u32> {
+pub(crate) fn erts_major() -> Option<u32> {
     let mut info = std::mem::MaybeUninit::<rustler::sys::ErlNifSysInfo>::zeroed();
     // SAFETY: `info` is a writable, zeroed struct of the size passed; the VM fills
     // at most that many bytes. `erts_version` then points at a static C string of

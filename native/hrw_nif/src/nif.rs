@@ -74,6 +74,17 @@ fn dirty_runs() -> u64 {
     DIRTY_RUNS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Test builds: reads the sub-binary layout of this VM (`true`), or runs as on a
+/// VM whose layout is not known (`false`: the fallback); answers whether a size is
+/// now read (bits.rs; test/hrw/budget_test.exs).
+#[cfg(feature = "work-probes")]
+#[rustler::nif]
+fn sub_binary_layout(on: bool) -> bool {
+    let major = if on { crate::init::erts_major() } else { None };
+    crate::bits::force(major);
+    crate::bits::layout_of(major) != crate::bits::layout_of(None)
+}
+
 /// Declares the NIF `name` of `f`, and in test builds `name_dirty` and
 /// `name_probe` (see the module documentation).
 macro_rules! nif {
