@@ -6,14 +6,19 @@ defmodule HRW.Native do
   # encoded, and what happens when a NIF raises `:hrw_stale_resource` (a ring or
   # skeleton whose resource cannot be used in this VM) is `HRW.Prepared`'s alone.
   #
-  # Every NIF `name` of the library (native/hrw_nif/src/nif.rs, `nif!`) comes as:
-  #   * `name`: runs on the caller's scheduler within a work budget, and moves
-  #     itself to a dirty CPU scheduler when its input would exceed it (the
-  #     normal/dirty choice is made there, in Rust, once for every NIF);
-  #   * `name_dirty`: the same on a dirty CPU scheduler from the start;
-  #   * `name_probe`: the normal-scheduler version reporting `{outcome, charged,
-  #     counted}` instead of its result (test/support/native_probe.ex,
-  #     test/hrw/budget_test.exs).
+  # Every NIF `name` of the library (native/hrw_nif/src/nif.rs, `nif!`) runs on
+  # the caller's scheduler within a work budget, and moves itself to a dirty CPU
+  # scheduler when its input would exceed it (the normal/dirty choice is made
+  # there, in Rust, once for every NIF).
+  #
+  # Test builds have more: the library is built with the cargo feature
+  # `work-probes` (the compile task's `cargo_options/1` for the Mix env says so),
+  # which adds `name_dirty` (the same on a dirty CPU scheduler from the start),
+  # `name_probe` (the normal-scheduler version reporting `{outcome, charged,
+  # counted}` instead of its result: test/support/native_probe.ex,
+  # test/hrw/budget_test.exs), `dirty_runs/0` and `sub_binary_layout/1`. A library loads only when its
+  # NIFs and this module's stubs are the same set, so the stubs of those follow
+  # the same switch (`@test_hooks`); a production build has neither.
   #
   # NIFs raise `ArgumentError` themselves for bad input.
   #
@@ -23,7 +28,8 @@ defmodule HRW.Native do
   # `:nif_not_loaded` meanwhile, and any fun would dangle if that on_load failed
   # (test/hrw/reload_test.exs). Code that needs funs lives in the callers.
   #
-  # Adding a NIF: one `nif!` line in native/hrw_nif/src, and its three stubs here.
+  # Adding a NIF: one `nif!` line in native/hrw_nif/src, and its stub here (the
+  # test builds' twins come from `@nifs`).
 
   @on_load :load_nif
 
@@ -34,122 +40,71 @@ defmodule HRW.Native do
   end
 
   # -- NIF stubs (native/hrw_nif/src: term_id/mod.rs, weighted.rs, list.rs, ring.rs,
-  # skeleton.rs, batch.rs, bounded.rs, nif.rs) -----------------------------------
+  # skeleton.rs, batch.rs, bounded.rs) -------------------------------------------
 
   @doc false
   def term_id(_term), do: :erlang.nif_error(:nif_not_loaded)
   @doc false
-  def term_id_dirty(_term), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def term_id_probe(_term), do: :erlang.nif_error(:nif_not_loaded)
-
-  @doc false
   def score(_key, _node), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def score_dirty(_key, _node), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def score_probe(_key, _node), do: :erlang.nif_error(:nif_not_loaded)
-
   @doc false
   def weighted_score(_key, _entry), do: :erlang.nif_error(:nif_not_loaded)
   @doc false
-  def weighted_score_dirty(_key, _entry), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def weighted_score_probe(_key, _entry), do: :erlang.nif_error(:nif_not_loaded)
-
-  @doc false
   def list_owner(_key, _nodes, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def list_owner_dirty(_key, _nodes, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def list_owner_probe(_key, _nodes, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
-
   @doc false
   def list_owners(_key, _nodes, _count, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
   @doc false
-  def list_owners_dirty(_key, _nodes, _count, _weighted?),
-    do: :erlang.nif_error(:nif_not_loaded)
-
-  @doc false
-  def list_owners_probe(_key, _nodes, _count, _weighted?),
-    do: :erlang.nif_error(:nif_not_loaded)
-
-  @doc false
   def ring_new(_nodes, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def ring_new_dirty(_nodes, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def ring_new_probe(_nodes, _weighted?), do: :erlang.nif_error(:nif_not_loaded)
-
   @doc false
   def ring_owner(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)
   @doc false
-  def ring_owner_dirty(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def ring_owner_probe(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)
-
-  @doc false
   def ring_owners(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def ring_owners_dirty(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def ring_owners_probe(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
-
   @doc false
   def skeleton_new(_nodes, _weighted?, _cluster_size), do: :erlang.nif_error(:nif_not_loaded)
   @doc false
-  def skeleton_new_dirty(_nodes, _weighted?, _cluster_size),
-    do: :erlang.nif_error(:nif_not_loaded)
-
-  @doc false
-  def skeleton_new_probe(_nodes, _weighted?, _cluster_size),
-    do: :erlang.nif_error(:nif_not_loaded)
-
-  @doc false
   def skeleton_owner(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def skeleton_owner_dirty(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def skeleton_owner_probe(_resource, _key), do: :erlang.nif_error(:nif_not_loaded)
-
   @doc false
   def skeleton_owners(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
   @doc false
-  def skeleton_owners_dirty(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def skeleton_owners_probe(_resource, _key, _count), do: :erlang.nif_error(:nif_not_loaded)
-
-  @doc false
   def batch_owners(_keys, _target, _threads), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def batch_owners_dirty(_keys, _target, _threads), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def batch_owners_probe(_keys, _target, _threads), do: :erlang.nif_error(:nif_not_loaded)
-
   @doc false
   def batch_groups(_keys, _target, _threads), do: :erlang.nif_error(:nif_not_loaded)
   @doc false
-  def batch_groups_dirty(_keys, _target, _threads), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def batch_groups_probe(_keys, _target, _threads), do: :erlang.nif_error(:nif_not_loaded)
-
-  @doc false
   def batch_moves(_keys, _before, _later, _threads), do: :erlang.nif_error(:nif_not_loaded)
   @doc false
-  def batch_moves_dirty(_keys, _before, _later, _threads),
-    do: :erlang.nif_error(:nif_not_loaded)
-
-  @doc false
-  def batch_moves_probe(_keys, _before, _later, _threads),
-    do: :erlang.nif_error(:nif_not_loaded)
-
-  @doc false
   def bounded_assignments(_keys, _nodes, _epsilon), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def bounded_assignments_dirty(_keys, _nodes, _epsilon), do: :erlang.nif_error(:nif_not_loaded)
-  @doc false
-  def bounded_assignments_probe(_keys, _nodes, _epsilon), do: :erlang.nif_error(:nif_not_loaded)
 
-  @doc false
-  def dirty_runs, do: :erlang.nif_error(:nif_not_loaded)
+  # -- test builds only: the twins of every NIF above, and the dirty-run count ---------
+
+  @test_hooks "hrw_nif/work-probes" in Mix.Tasks.Compile.HrwNative.cargo_options(Mix.env())
+
+  if @test_hooks do
+    @nifs [
+      term_id: 1,
+      score: 2,
+      weighted_score: 2,
+      list_owner: 3,
+      list_owners: 4,
+      ring_new: 2,
+      ring_owner: 2,
+      ring_owners: 3,
+      skeleton_new: 3,
+      skeleton_owner: 2,
+      skeleton_owners: 3,
+      batch_owners: 3,
+      batch_groups: 3,
+      batch_moves: 4,
+      bounded_assignments: 3
+    ]
+
+    for {name, arity} <- @nifs, twin <- [:"#{name}_dirty", :"#{name}_probe"] do
+      args = for i <- 1..arity, do: Macro.var(:"_arg#{i}", nil)
+      @doc false
+      def unquote(twin)(unquote_splicing(args)), do: :erlang.nif_error(:nif_not_loaded)
+    end
+
+    @doc false
+    def dirty_runs, do: :erlang.nif_error(:nif_not_loaded)
+    @doc false
+    def sub_binary_layout(_on?), do: :erlang.nif_error(:nif_not_loaded)
+  end
 end

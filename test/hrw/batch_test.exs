@@ -294,6 +294,83 @@ defmodule HRW.BatchTest do
              HRW.moves(keys, before, later, scorer: @weighted)
   end
 
+  # A struct's node tuple changed by hand: reversed, two nodes swapped, one node
+  # replaced by another term, one replaced by a copy of another node.
+  defp tampered(%{nodes: nodes} = prepared) do
+    list = Tuple.to_list(nodes)
+    last = length(list) - 1
+    swapped = list |> List.replace_at(0, Enum.at(list, last)) |> List.replace_at(last, hd(list))
+
+    [
+      reversed: %{prepared | nodes: list |> Enum.reverse() |> List.to_tuple()},
+      swapped: %{prepared | nodes: List.to_tuple(swapped)},
+      edited: %{prepared | nodes: put_elem(nodes, 7, "intruder")},
+      duplicated: %{prepared | nodes: put_elem(nodes, 7, elem(nodes, 8))}
+    ]
+  end
+
+  test "every batch refuses a ring or skeleton whose nodes were reordered or edited" do
+    nodes = node_names(40)
+    weighted = Enum.map(nodes, &{&1, :erlang.phash2(&1, 4) + 1})
+    many = keys(500)
+
+    prepared = [
+      {"ring", HRW.Ring.new(nodes), []},
+      {"weighted ring", HRW.Ring.new(weighted, scorer: @weighted), [scorer: @weighted]},
+      {"ring with overrides", HRW.Ring.new(nodes, overrides: %{"k" => "z"}), []},
+      {"skeleton", HRW.build(nodes), []},
+      {"weighted skeleton", HRW.build(weighted, scorer: @weighted), [scorer: @weighted]},
+      {"skeleton with overrides", HRW.build(nodes, overrides: %{"k" => "z"}), []}
+    ]
+
+    for {label, target, opts} <- prepared, {how, bad} <- tampered(target) do
+      # Every node is some key's owner.
+      assert many |> HRW.owner_batch(target, opts) |> Enum.uniq() |> length() == 40
+
+      changed? = fn key ->
+        elem(bad.nodes, index(target, key)) != elem(target.nodes, index(target, key))
+      end
+
+      one = Enum.find(many, changed?)
+      untouched = Enum.reject(many, changed?)
+
+      for {name, call} <- batch_entry_points(bad, opts), keys <- [many, [one]] do
+        what = "#{name} on a #{how} #{label}, #{length(keys)} keys"
+        error = assert_raise ArgumentError, fn -> call.(keys) end
+
+        assert error.message =~ ~r/HRW\.(Ring|Skeleton) struct's nodes do not match its resource/,
+               what
+
+        # The same struct as built is accepted by the same call.
+        good = target |> batch_entry_points(opts) |> Map.new() |> Map.fetch!(name)
+        good.(keys)
+      end
+
+      # Keys that name no changed place get the resource's answers: the nodes they
+      # name are checked, the others are not read.
+      assert HRW.owner_batch(untouched, bad, opts) == HRW.owner_batch(untouched, target, opts)
+      assert HRW.owner_batch([], bad, opts) == []
+    end
+  end
+
+  # The index in `prepared`'s node tuple of the owner of `key` (no key of the
+  # tests above is overridden).
+  defp index(%{nodes: nodes} = prepared, key) do
+    owner = HRW.owner(key, prepared)
+    Enum.find_index(Tuple.to_list(nodes), &(&1 == owner))
+  end
+
+  test "a single lookup on a reordered struct reads its resource, as documented" do
+    nodes = node_names(40)
+
+    for target <- [HRW.Ring.new(nodes), HRW.build(nodes)],
+        {_how, bad} <- tampered(target),
+        key <- keys(50) do
+      index = Enum.find_index(nodes, &(&1 == HRW.owner(key, target)))
+      assert HRW.owner(key, bad) == elem(bad.nodes, index)
+    end
+  end
+
   test "bad input raises ArgumentError" do
     assert_raise ArgumentError, ~r/keys must be a list/, fn -> HRW.owner_batch(:x, ["a"]) end
     assert_raise ArgumentError, ~r/proper list/, fn -> HRW.owner_batch(["k" | :x], ["a"]) end

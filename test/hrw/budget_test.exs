@@ -4,7 +4,7 @@ defmodule HRW.BudgetTest do
   # scheduler when the budget would run out. This checks it by construction, not by
   # timing: test builds count the work each call actually does where it is done
   # (scores, descent levels, terms visited, bytes hashed, elements copied, sorts; see
-  # native/hrw_core/src/cost.rs and work.rs), and every call below, over a grid of shapes, must
+  # native/hrw_core/src/cost.rs, its `work` tally), and every call below, over a grid of shapes, must
   # have charged at least what it counted, and never more than the budget.
   use ExUnit.Case, async: true
   # The sub-binary header it reads (native/hrw_nif/src/bits.rs) is laid out by byte
@@ -382,7 +382,7 @@ defmodule HRW.BudgetTest do
     # atom comes from the cache (no name read charged). It evicts, so a concurrent
     # test may evict one of ours: one hit among a few fresh atoms is enough.
     fill = for i <- 1..20_000, do: String.to_atom("cache_fill_#{i}_#{System.unique_integer()}")
-    HRW.Native.term_id_dirty(fill)
+    HRW.NativeProbe.dirty_term_id(fill)
 
     hits =
       for i <- 1..5 do
@@ -439,5 +439,60 @@ defmodule HRW.BudgetTest do
 
     big = Enum.map(1..40, &(blob(&1, 100_000) <> "#{&1}"))
     assert probe(:bounded_assignments, [big, names(10), 0.1]) == :needs_dirty
+  end
+end
+
+defmodule HRW.SubBinaryLayoutTest do
+  # The fallback of the one VM layout the library reads (native/hrw_nif/src/bits.rs:
+  # the size of a binary that starts off a byte boundary, charged before the VM
+  # copies it): on an ERTS whose layout it does not know, no size is read and the
+  # copy goes uncharged. The ids must not change. Not async: the switch is the whole
+  # VM's, and async tests (run before this module) read it.
+  use ExUnit.Case, async: false
+  @moduletag :cpu_dependent
+  @moduletag :work_probes
+  @moduletag skip: HRW.TestBuild.without_work_probes()
+
+  # A binary of `n` bytes that does not start on a byte boundary.
+  defp unaligned(n) do
+    <<size::64, _::1, k::binary-size(size), _::7>> = <<n::64, :binary.copy(<<9>>, n + 1)::binary>>
+    k
+  end
+
+  defp layout(on?), do: apply(HRW.Native, :sub_binary_layout, [on?])
+
+  test "the same ids, owners and batches when the sub-binary layout is not read" do
+    bins = Enum.map([0, 1, 7, 100, 4096, 100_000], &unaligned/1)
+
+    terms =
+      bins ++ [List.to_tuple(bins), bins, Map.new(Enum.with_index(bins)), {:k, hd(tl(bins))}]
+
+    ring = HRW.Ring.new(["a", "b", "c"])
+    skeleton = HRW.build(Enum.map(1..100, &"n#{&1}"))
+
+    answers = fn ->
+      {Enum.map(terms, &HRW.term_id/1), Enum.map(terms, &HRW.owner(&1, skeleton)),
+       HRW.owner_batch(terms, ring), HRW.owner(Enum.at(bins, 3), bins)}
+    end
+
+    charged = fn -> elem(HRW.NativeProbe.probe(:term_id, [Enum.at(bins, 4)]), 1) end
+
+    assert layout(true), "this VM's layout is read (docs/MAINTAINING.md lists the versions)"
+    read = answers.()
+    charged_read = charged.()
+
+    try do
+      refute layout(false)
+      assert answers.() == read
+      # The fallback took effect: the copy of 4096 bytes is no longer charged.
+      assert charged.() < charged_read
+      # The ids are the ids of aligned copies, as docs/HASHING.md defines them.
+      assert elem(read, 0) |> Enum.take(length(bins)) ==
+               Enum.map(bins, &HRW.term_id(:binary.copy(&1)))
+    after
+      layout(true)
+    end
+
+    assert charged.() == charged_read
   end
 end

@@ -145,7 +145,7 @@ defmodule HRW.TermIdTest do
     for {term, id} <- @boundary do
       assert HRW.term_id(term) == id, "id of #{HRW.brief(term)}"
       # The dirty twin (no budget) gives the same id as the normal path.
-      assert HRW.Native.term_id_dirty(term) == id, "dirty id of #{HRW.brief(term)}"
+      assert HRW.NativeProbe.dirty_term_id(term) == id, "dirty id of #{HRW.brief(term)}"
     end
   end
 
@@ -242,11 +242,11 @@ defmodule HRW.TermIdTest do
 
     for level <- levels do
       term = Enum.reduce(1..256, :leaf, fn _, acc -> level.(acc) end)
-      assert HRW.Native.term_id_dirty(term) == HRW.term_id(term)
+      assert HRW.NativeProbe.dirty_term_id(term) == HRW.term_id(term)
     end
 
     mixed = Enum.reduce(1..256, :leaf, fn i, acc -> Enum.at(levels, rem(i, 5)).(acc) end)
-    assert HRW.Native.term_id_dirty(mixed) == HRW.term_id(mixed)
+    assert HRW.NativeProbe.dirty_term_id(mixed) == HRW.term_id(mixed)
   end
 
   test "binaries and bitstrings that start inside a byte hash by their bits" do
@@ -340,7 +340,7 @@ defmodule HRW.TermIdTest do
   test "fast paths and the general walk give the reference ids" do
     for {term, id} <- @fast_path_vectors do
       assert HRW.term_id(term) == id, "id of #{inspect(term)}"
-      assert HRW.Native.term_id_dirty(term) == id, "dirty id of #{inspect(term)}"
+      assert HRW.NativeProbe.dirty_term_id(term) == id, "dirty id of #{inspect(term)}"
       # Nested one level down, the same term goes through the general walk.
       assert HRW.term_id([term]) == HRW.term_id([term | []])
     end
@@ -352,7 +352,7 @@ defmodule HRW.TermIdTest do
     atoms = Enum.map(names, &String.to_atom/1)
     first = Enum.map(atoms, &HRW.term_id/1)
     assert Enum.map(atoms, &HRW.term_id/1) == first
-    assert Enum.map(atoms, &HRW.Native.term_id_dirty/1) == first
+    assert Enum.map(atoms, &HRW.NativeProbe.dirty_term_id/1) == first
     # In a tuple (the flat path) and in a list (the general walk) alike.
     assert Enum.map(atoms, &HRW.term_id({&1, 1})) ==
              Enum.map(atoms, &HRW.term_id({&1, [1]} |> put_elem(1, 1)))
@@ -436,26 +436,26 @@ defmodule HRW.TermIdSchedulerTest do
     test "a 12,000-entry map is hashed on a dirty scheduler" do
       map = Map.new(1..12_000, &{"key-#{&1}", &1})
       assert {:needs_dirty, _, _} = HRW.NativeProbe.probe(:term_id, [map])
-      assert HRW.term_id(map) == HRW.Native.term_id_dirty(map)
+      assert HRW.term_id(map) == HRW.NativeProbe.dirty_term_id(map)
     end
 
     test "integers wider than 2^2040 are encoded on a dirty scheduler only" do
       for n <- [2 ** 2040 - 1, -(2 ** 2040 - 1)] do
         assert {:ok, _, _} = HRW.NativeProbe.probe(:term_id, [n])
-        assert HRW.term_id(n) == HRW.Native.term_id_dirty(n)
+        assert HRW.term_id(n) == HRW.NativeProbe.dirty_term_id(n)
       end
 
       for n <- [2 ** 2040, -(2 ** 2040), 2 ** 100_000, -(2 ** 100_000)] do
         assert {:needs_dirty, _, _} = HRW.NativeProbe.probe(:term_id, [n])
-        assert HRW.term_id(n) == HRW.Native.term_id_dirty(n)
+        assert HRW.term_id(n) == HRW.NativeProbe.dirty_term_id(n)
       end
     end
   end
 
   defp dirty_runs_of(fun) do
-    before = HRW.Native.dirty_runs()
+    before = HRW.NativeProbe.dirty_runs()
     result = fun.()
-    {result, HRW.Native.dirty_runs() - before}
+    {result, HRW.NativeProbe.dirty_runs() - before}
   end
 
   test "huge keys are hashed on a dirty scheduler, small ones on the caller's" do

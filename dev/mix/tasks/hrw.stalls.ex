@@ -9,8 +9,10 @@ defmodule Mix.Tasks.Hrw.Stalls do
   the median time of one call and the worst `long_schedule` seen, in ms (events
   start at 1 ms).
 
-      mix hrw.stalls            # ~200 calls per function
-      mix hrw.stalls --calls 50
+      MIX_ENV=test mix hrw.stalls            # ~200 calls per function
+      MIX_ENV=test mix hrw.stalls --calls 50
+
+  It asks the NIFs' `_probe` twins, which only a test build of the library has.
 
   Read the figures as orders of magnitude on a loaded machine: a long schedule
   also counts time the OS gave to other processes, which the first row (no NIF at
@@ -23,6 +25,13 @@ defmodule Mix.Tasks.Hrw.Stalls do
     {opts, _, _} = OptionParser.parse(args, strict: [calls: :integer])
     calls = Keyword.get(opts, :calls, 200)
     Mix.Task.run("app.start")
+
+    unless function_exported?(HRW.Native, :term_id_probe, 1) do
+      Mix.raise(
+        "mix hrw.stalls needs the NIFs' probes, which only a test build has: MIX_ENV=test"
+      )
+    end
+
     monitor = start_monitor()
 
     IO.puts("function | input | calls | median call (ms) | worst long_schedule (ms)")

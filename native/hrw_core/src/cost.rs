@@ -1,10 +1,12 @@
-//! The work-budget cost model: the size of a normal-scheduler call's budget, and
-//! every constant and cost function its charges are made of.
+//! The work-budget cost model: a normal-scheduler call's [`Budget`], what a step
+//! pays from it ([`Budget::pay`]: charged and counted in one call), the tally of
+//! the work done ([`work`]), and every constant and cost function the charges are
+//! made of.
 //!
 //! Why here, in hrw_core: the charges are made in the NIF glue (hrw_nif), before
 //! each step, but much of the work they pay for is done in this crate (scans, ring
 //! and skeleton builds and lookups, sorts, bounded assignment), and it is counted
-//! where it is done ([`crate::work`]). A charge and its count must use the same
+//! where it is done ([`work`]). A charge and its count must use the same
 //! figures, and only this crate is visible to both, so the glue's own steps (the
 //! term walk, node and key lists, batches, the VM's map builder) are costed here
 //! too: plain numbers, no Erlang. A structure's cost takes its shape as arguments;
@@ -44,6 +46,151 @@ pub const fn timeslice_percent(spent: u64) -> u64 {
 /// share of the result, so such a batch seldom fits [`NORMAL_BUDGET`], and finding
 /// that out by hashing keys would waste the budget's worth of work.
 pub const MAX_NORMAL_KEYS: usize = 8192;
+
+/// Work a call may still spend before it must move to a dirty scheduler: a
+/// normal-scheduler call's budget is [`NORMAL_BUDGET`], a dirty call's is
+/// unlimited. Every step is charged *before* it runs, with the figures below.
+pub struct Budget {
+    remaining: u64,
+    limited: bool,
+    /// Bytes of the binaries whose ids were computed under this budget: what the
+    /// VM then hashes or compares when such a term becomes a map key (the glue's
+    /// batches charge it, [`map_key`]).
+    binary_bytes: u64,
+}
+
+/// Why a charge failed: the budget of a normal-scheduler call ran out, and the
+/// call must run again on a dirty scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeedsDirty;
+
+impl Budget {
+    /// The budget of a normal-scheduler call.
+    pub fn normal() -> Budget {
+        Budget {
+            remaining: NORMAL_BUDGET,
+            limited: true,
+            binary_bytes: 0,
+        }
+    }
+
+    /// The budget of a dirty-scheduler call: unlimited.
+    pub fn dirty() -> Budget {
+        Budget {
+            remaining: u64::MAX,
+            limited: false,
+            binary_bytes: 0,
+        }
+    }
+
+    /// Whether this budget can run out (a normal-scheduler call).
+    pub fn is_limited(&self) -> bool {
+        self.limited
+    }
+
+    /// Units left (`u64::MAX` on a dirty scheduler): for deciding, before any
+    /// work, that a call cannot fit (nothing is charged).
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// Notes `bytes` of a binary term hashed (see `binary_bytes`).
+    #[inline(always)]
+    pub fn note_binary(&mut self, bytes: usize) {
+        self.binary_bytes = self.binary_bytes.wrapping_add(bytes as u64);
+    }
+
+    /// Binary bytes hashed so far (a running total: callers take differences).
+    pub fn binary_bytes(&self) -> u64 {
+        self.binary_bytes
+    }
+
+    /// Pays for a step the caller does itself, now: charges `units` and counts
+    /// them as work done ([`work::count`]). The one call of most steps; a step
+    /// whose work is done elsewhere (in a scan, a build) or counted as it goes is
+    /// [`Budget::charge`]d, and counted where the work is done.
+    #[inline(always)]
+    pub fn pay(&mut self, units: u64) -> Result<(), NeedsDirty> {
+        self.charge(units)?;
+        work::count(units);
+        Ok(())
+    }
+
+    /// Reserves `units` for work counted where it is done; fails when a normal
+    /// call's budget would run out.
+    #[inline]
+    pub fn charge(&mut self, units: u64) -> Result<(), NeedsDirty> {
+        if self.limited {
+            if units > self.remaining {
+                return Err(NeedsDirty);
+            }
+            self.remaining -= units;
+            work::charged(units);
+        }
+        Ok(())
+    }
+}
+
+/// The tally (feature `work-count`) of the work actually done, so a test can
+/// check that every call paid for its work before doing it.
+///
+/// A caller with a [`Budget`] charges an upper bound of the work it is about to
+/// do; the code that does the work *counts* it where it happens, in the same
+/// units. With the feature off, every function here compiles to nothing.
+///
+/// Both tallies are per thread: a normal-scheduler NIF call runs on one thread
+/// from start to end, so a probe that resets them, runs one call and reads them
+/// sees that call alone.
+pub mod work {
+    #[cfg(feature = "work-count")]
+    mod tally {
+        use std::cell::Cell;
+
+        thread_local! {
+            pub static COUNTED: Cell<u64> = const { Cell::new(0) };
+            pub static CHARGED: Cell<u64> = const { Cell::new(0) };
+        }
+
+        pub fn add(cell: &'static std::thread::LocalKey<Cell<u64>>, units: u64) {
+            cell.with(|c| c.set(c.get().saturating_add(units)));
+        }
+    }
+
+    /// Records `units` of work done on this thread (feature `work-count`).
+    #[inline(always)]
+    pub fn count(units: u64) {
+        #[cfg(feature = "work-count")]
+        tally::add(&tally::COUNTED, units);
+        #[cfg(not(feature = "work-count"))]
+        let _ = units;
+    }
+
+    /// Records `units` charged to a budget on this thread (feature `work-count`).
+    #[inline(always)]
+    pub fn charged(units: u64) {
+        #[cfg(feature = "work-count")]
+        tally::add(&tally::CHARGED, units);
+        #[cfg(not(feature = "work-count"))]
+        let _ = units;
+    }
+
+    /// Whether counting is compiled in.
+    pub const fn enabled() -> bool {
+        cfg!(feature = "work-count")
+    }
+
+    /// `(charged, counted)` on this thread since the last call, and resets both.
+    pub fn take() -> (u64, u64) {
+        #[cfg(feature = "work-count")]
+        {
+            (tally::CHARGED.take(), tally::COUNTED.take())
+        }
+        #[cfg(not(feature = "work-count"))]
+        {
+            (0, 0)
+        }
+    }
+}
 
 // ---------------------------------------------------------------------------
 // Steps: the units everything else is made of
@@ -164,6 +311,15 @@ pub const fn skeleton_pick(shape: &SkeletonShape, per_taken: u64) -> u64 {
         m * (SCORE + per_taken)
     }
 }
+
+/// One `Skeleton::holds` (is this node at that index?), an upper bound: a
+/// descent by the node's routing key, then a compare per node of one leaf.
+pub const fn skeleton_holds(shape: &SkeletonShape) -> u64 {
+    LEVEL * shape.levels as u64 + ELEMENT * shape.max_leaf as u64 + TERM
+}
+
+/// One `Ring::holds`: one compare.
+pub const RING_HOLDS: u64 = ELEMENT;
 
 /// One `Skeleton::owner`, an upper bound: every level of the descent and the
 /// widest leaf.

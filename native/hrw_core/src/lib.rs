@@ -8,8 +8,9 @@
 //! * [`ring`]: the exact prepared ring; [`nodes`]: deduplication of node sets.
 //! * [`bounded`]: bounded-load assignment of a known key set; [`sort`]: sorting by id.
 //! * [`term_hash`]: the canonical term-id scheme's primitive encodings.
-//! * [`cost`]: the work-budget cost model that normal-scheduler calls charge;
-//!   [`work`]: the tally of the work actually done, for the budget tests.
+//! * [`cost`]: the work-budget cost model and the `Budget` that normal-scheduler
+//!   calls pay from; [`work`] (in it): the tally of the work actually done, for
+//!   the budget tests.
 
 pub mod bounded;
 pub mod cost;
@@ -21,7 +22,8 @@ pub mod skeleton;
 pub mod sort;
 pub mod term_hash;
 pub mod weighted;
-pub mod work;
+
+pub use cost::work;
 
 #[cfg(test)]
 mod vectors;

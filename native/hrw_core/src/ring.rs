@@ -38,6 +38,13 @@ impl Ring {
         self.weights.is_some()
     }
 
+    /// Whether the node at index `index` has the id `id` (the ring keeps
+    /// `n3::linear` of each id, a bijection: equal words, equal ids).
+    pub fn holds(&self, index: usize, id: u64) -> bool {
+        work::count(cost::RING_HOLDS);
+        self.prepared.get(index) == Some(&n3::linear(id))
+    }
+
     /// Work units of one [`Ring::owner`], an upper bound ([`cost::ring_owner`]).
     pub fn owner_cost(&self) -> u64 {
         cost::ring_owner(self.len(), self.is_weighted())
@@ -100,6 +107,18 @@ mod tests {
         (0..n)
             .map(|i| (i.wrapping_mul(0x9e3779b97f4a7c15) ^ 0x55, 1.0))
             .collect()
+    }
+
+    #[test]
+    fn holds_each_id_at_its_index_only() {
+        let nodes = ids(300);
+        let ring = Ring::new(&nodes);
+        for (i, &(id, _)) in nodes.iter().enumerate() {
+            assert!(ring.holds(i, id));
+            assert!(!ring.holds((i + 1) % nodes.len(), id));
+            assert!(!ring.holds(i, id ^ 1));
+        }
+        assert!(!ring.holds(300, nodes[0].0));
     }
 
     #[test]

@@ -59,13 +59,6 @@ enum Nodes<'a> {
 }
 
 impl<'a> Nodes<'a> {
-    fn len(&self) -> usize {
-        match self {
-            Nodes::Tuple(t) => t.len(),
-            Nodes::Decoded(v, _) => v.len(),
-        }
-    }
-
     /// Node `i`; `i < len()` (checked against the lookup in `target`).
     #[inline]
     fn get(&self, i: u32) -> Term<'a> {
@@ -81,26 +74,34 @@ impl<'a> Nodes<'a> {
 struct Target<'a> {
     structure: Structure<'a>,
     nodes: Nodes<'a>,
+    /// What it is, for messages: `HRW.Ring`, `HRW.Skeleton` or `list`.
+    what: &'static str,
 }
 
 fn target<'a>(term: Term<'a>, budget: &mut Budget) -> Outcome<Target<'a>> {
     let fields = TupleView::of(term).filter(|t| t.len() == 3);
     let field = |i: usize| fields.and_then(|t| t.get(i));
     let kind = field(0).and_then(|f| f.decode::<Atom>().ok());
-    let prepared = |lookup: &'a dyn Lookup, what: &str| -> Outcome<Target<'a>> {
+    let prepared = |lookup: &'a dyn Lookup, what: &'static str| -> Outcome<Target<'a>> {
         let nodes = match field(2).and_then(TupleView::of) {
-            Some(t) => Nodes::Tuple(t),
+            Some(t) => t,
             None => return bad_arg(format!("corrupt {what} nodes")),
         };
+        // Owner indices come from the resource and index the struct's node tuple: a
+        // tuple cut or lengthened by hand could send them out of bounds.
+        if nodes.len() != lookup.len() {
+            return mismatch(what);
+        }
         Ok(Target {
             structure: Structure::Prepared(lookup),
-            nodes,
+            nodes: Nodes::Tuple(nodes),
+            what,
         })
     };
     let target = match (kind, field(1)) {
-        (Some(k), Some(r)) if k == atoms::ring() => prepared(resource::<Ring>(r)?, "ring")?,
+        (Some(k), Some(r)) if k == atoms::ring() => prepared(resource::<Ring>(r)?, "HRW.Ring")?,
         (Some(k), Some(r)) if k == atoms::skeleton() => {
-            prepared(resource::<Skeleton>(r)?, "skeleton")?
+            prepared(resource::<Skeleton>(r)?, "HRW.Skeleton")?
         }
         (Some(k), Some(nodes)) if k == atoms::list() => {
             let weighted = field(2).and_then(|w| w.decode().ok()).unwrap_or(false);
@@ -109,16 +110,75 @@ fn target<'a>(term: Term<'a>, budget: &mut Budget) -> Outcome<Target<'a>> {
             Target {
                 structure: Structure::List(ring),
                 nodes: Nodes::Decoded(set.terms, ids),
+                what: "list",
             }
         }
         _ => return bad_arg("expected a node list, an HRW.Ring or an HRW.Skeleton"),
     };
-    // Owner indices come from the resource and index the struct's node tuple: a
-    // struct whose fields were changed by hand could send them out of bounds.
-    if target.nodes.len() != target.structure.lookup().len() {
-        return bad_arg("the HRW.Ring or HRW.Skeleton struct's nodes do not match its resource");
-    }
     Ok(target)
+}
+
+/// The refusal of a struct whose nodes are not those of its resource.
+fn mismatch<T>(what: &str) -> Outcome<T> {
+    bad_arg(format!(
+        "the {what} struct's nodes do not match its resource"
+    ))
+}
+
+/// Refuses a struct whose node tuple names other nodes than its resource, at the
+/// places `owners` (owner indices into the tuple) name: every node a batch answers
+/// (an owner, a group's name, a move's either side) is first checked to be, by id,
+/// the node the resource holds there, so a tuple reordered or edited by hand is
+/// refused instead of answering nodes the resource did not pick. Each distinct
+/// index is checked once (its node's walk charged); nodes no key names are never
+/// read, so a batch still costs its keys, not the size of its target.
+fn check_named(
+    nodes: TupleView,
+    lookup: &dyn Lookup,
+    what: &str,
+    owners: &[u32],
+    budget: &mut Budget,
+) -> Outcome<()> {
+    let mut probes = Probes::new();
+    let mut check = |i: u32, budget: &mut Budget| -> Outcome<()> {
+        let id = term_id_in(nodes.env(), nodes.raw()[i as usize], budget, &mut probes)?;
+        budget.charge(lookup.holds_cost())?;
+        if lookup.holds(i as usize, id) {
+            Ok(())
+        } else {
+            mismatch(what)
+        }
+    };
+    let keys = owners.len();
+    let words = nodes.len().div_ceil(64);
+    if words <= keys {
+        // A bit per node (no more words than keys), then the nodes named in index
+        // order: the tuple and its terms are read front to back.
+        let units = cost::ELEMENT * (keys + words) as u64;
+        budget.pay(units)?;
+        let mut named = vec![0u64; words];
+        for &i in owners {
+            named[i as usize / 64] |= 1u64 << (i % 64);
+        }
+        for (w, &word) in named.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                check((w * 64) as u32 + bits.trailing_zeros(), budget)?;
+                bits &= bits - 1;
+            }
+        }
+    } else {
+        // Few keys on many nodes: the distinct indices, sorted.
+        let units = cost::ELEMENT * keys as u64 + cost::sort(keys);
+        budget.pay(units)?;
+        let mut named = owners.to_vec();
+        named.sort_unstable();
+        named.dedup();
+        for i in named {
+            check(i, budget)?;
+        }
+    }
+    Ok(())
 }
 
 /// The batch pool, created by the first batch that is split over it, with that
@@ -171,8 +231,7 @@ impl NodeIds {
 
     /// `(id, map-key cost)` of node `i` of `nodes`, charging its walk the first time.
     fn get(&mut self, nodes: &Nodes, i: u32, budget: &mut Budget) -> Outcome<(u64, u64)> {
-        budget.charge(cost::ID_LOOKUP)?;
-        work::count(cost::ID_LOOKUP);
+        budget.pay(cost::ID_LOOKUP)?;
         if let Some(&known) = self.seen.get(&i) {
             return Ok(known);
         }
@@ -225,6 +284,11 @@ fn run<'a>(
     let keys = walk_keys(keys, per_key, keep_terms, budget)?;
     let lookups: Vec<&dyn Lookup> = targets.iter().map(|t| t.structure.lookup()).collect();
     let owners = owner_indices(&keys.ids, &lookups, threads);
+    for (t, owners) in targets.iter().zip(&owners) {
+        if let (Structure::Prepared(lookup), Nodes::Tuple(nodes)) = (&t.structure, &t.nodes) {
+            check_named(*nodes, *lookup, t.what, owners, budget)?;
+        }
+    }
     Ok(Batch {
         keys: keys.terms,
         targets,
@@ -299,8 +363,7 @@ fn groups<'a>(
         lists.push(make_list(env, &members)?);
     }
     let groups = names.len();
-    budget.charge(cost::map_keys(key_costs, groups))?;
-    work::count(cost::map_keys(key_costs, groups));
+    budget.pay(cost::map_keys(key_costs, groups))?;
     work::count(cost::sort(groups));
     Term::map_from_term_arrays(env, &names, &lists).or_else(|_| bad_arg("could not build the map"))
 }

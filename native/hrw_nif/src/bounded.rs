@@ -31,8 +31,7 @@ fn assignments<'a>(
     // The result map hashes (or compares) every key: charged before it is built.
     let key_bytes = budget.binary_bytes().wrapping_sub(bytes);
     let map_keys = cost::map_keys(cost::map_key(keys.walk_units, key_bytes), k);
-    budget.charge(map_keys)?;
-    work::count(map_keys);
+    budget.pay(map_keys)?;
     budget.charge(cost::bounded_rest(k, set.nodes.len()))?;
     // By (id, position), the order of a stable sort by id; equal ids are equal keys
     // (`0.0` and `-0.0`): the first occurrence in the input stays.

@@ -127,8 +127,7 @@ pub fn longer_than(list: Term, limit: usize, budget: &mut Budget) -> Outcome<boo
     let mut rest = list.as_c_arg();
     let mut cells = 0usize;
     while cells <= limit {
-        budget.charge(cost::cells(LENGTH_CHUNK))?;
-        work::count(cost::cells(LENGTH_CHUNK));
+        budget.pay(cost::cells(LENGTH_CHUNK))?;
         for _ in 0..LENGTH_CHUNK {
             let mut head = MaybeUninit::uninit();
             let mut tail = MaybeUninit::uninit();

@@ -20,6 +20,14 @@ pub enum Failure {
     StaleResource,
 }
 
+/// A budget that ran out (`hrw_core::cost::Budget`) asks for a dirty scheduler.
+impl From<hrw_core::cost::NeedsDirty> for Failure {
+    #[inline(always)]
+    fn from(_: hrw_core::cost::NeedsDirty) -> Failure {
+        Failure::NeedsDirty
+    }
+}
+
 impl Failure {
     /// Whether the budget ran out (the call then moves to a dirty scheduler).
     pub fn needs_dirty(&self) -> bool {

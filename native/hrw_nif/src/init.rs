@@ -42,9 +42,29 @@ fn open_types(env: *mut ErlNifEnv) -> bool {
     resource::open::<RingResource>(env) && resource::open::<SkeletonResource>(env)
 }
 
+/// The ERTS major version of the running VM (for `bits::detect`).
+pub(crate) fn erts_major() -> Option<u32> {
+    let mut info = std::mem::MaybeUninit::<rustler::sys::ErlNifSysInfo>::zeroed();
+    // SAFETY: `info` is a writable, zeroed struct of the size passed; the VM fills
+    // at most that many bytes. `erts_version` then points at a static C string of
+    // the VM (or stays null).
+    let version = unsafe {
+        rustler::sys::enif_system_info(
+            info.as_mut_ptr(),
+            std::mem::size_of::<rustler::sys::ErlNifSysInfo>(),
+        );
+        let ptr = info.assume_init().erts_version;
+        if ptr.is_null() {
+            return None;
+        }
+        std::ffi::CStr::from_ptr(ptr).to_str().ok()?.to_owned()
+    };
+    version.split('.').next()?.parse().ok()
+}
+
 /// 0 when the library is ready; never unwinds into the VM.
 fn ready(env: *mut ErlNifEnv) -> c_int {
-    crate::bits::detect();
+    crate::bits::detect(erts_major());
     match std::panic::catch_unwind(|| open_types(env)) {
         Ok(true) => 0,
         _ => 1,

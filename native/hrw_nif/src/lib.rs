@@ -6,9 +6,9 @@
 //! | module | job |
 //! |---|---|
 //! | `errors` | how a NIF says no: `ArgumentError`, a stale resource (imported only where one is built) |
-//! | `budget` | the work budget of a normal-scheduler call (every figure from `hrw_core::cost`), and `Outcome`, what each step returns |
+//! | `budget` | the work budget (`hrw_core::cost::Budget`: a step pays with one call, `pay`), `Outcome`, what each step returns, and the report to the scheduler |
 //! | `nif` | the NIF wrapper macro (`nif!`): decoding, scheduling, probes |
-//! | `bits`, `tuple_view` | reading the VM's terms in place |
+//! | `bits`, `tuple_view` | reading the VM's terms in place (`bits`: the sub-binary header, no VM call) |
 //! | `term_id` | term ids (and the `term_id` and `score` NIFs) |
 //! | `cells` | the one walk over a list's cells (node lists, key lists) |
 //! | `weighted` | `{node, weight}` entries (and the `weighted_score` NIF) |

@@ -1,15 +1,18 @@
 //! The NIF wrapper: [`nif!`] declares every NIF of the library.
 //!
-//! `nif!(name => f(a, b))` registers three NIFs, each calling `f(a, b, &mut budget)`
-//! with its arguments decoded in order (each to the type `f` takes):
-//! - `name`, on the caller's (normal) scheduler, with `Budget::normal`. When `f`
-//!   says the work would exceed that budget ([`Failure::NeedsDirty`]), the call is
-//!   moved to a dirty CPU scheduler with `enif_schedule_nif`, where it runs again
-//!   unlimited: the normal/dirty choice is made here, once, for every NIF;
-//! - `name_dirty`, the same on a dirty CPU scheduler from the start (tests compare
-//!   both schedulers' answers through it);
+//! `nif!(name => f(a, b))` registers the NIF `name`, which calls
+//! `f(a, b, &mut budget)` with its arguments decoded in order (each to the type `f`
+//! takes), on the caller's (normal) scheduler with `Budget::normal`. When `f` says
+//! the work would exceed that budget ([`Failure::NeedsDirty`]), the call is moved to
+//! a dirty CPU scheduler with `enif_schedule_nif`, where it runs again unlimited:
+//! the normal/dirty choice is made here, once, for every NIF.
+//!
+//! Test builds (feature `work-probes`, which MIX_ENV=test turns on) register two
+//! more NIFs per line, which no production build has:
+//! - `name_dirty`, the same on a dirty CPU scheduler from the start (the tests
+//!   compare the dirty walk's ids with the normal one's through `term_id_dirty`);
 //! - `name_probe`, the normal-scheduler version that reports, instead of its
-//!   result, how it ended and the work it charged and counted ([`probe_report`];
+//!   result, how it ended and the work it charged and counted (`probe_report`;
 //!   test/hrw/budget_test.exs).
 //!
 //! `nif!(name => f(env, a))` passes the call's env first.
@@ -19,17 +22,18 @@
 //! lookups it would wrap. Errors and panics are turned into exceptions by
 //! rustler's own runtime (`handle_nif_result`), as for its NIFs.
 //!
-//! Adding a NIF: one `nif!` line beside the function it wraps, and its three
-//! stubs in lib/hrw/native.ex.
+//! Adding a NIF: one `nif!` line beside the function it wraps, and its name and
+//! arity in lib/hrw/native.ex (which declares the test builds' twins from them).
 
-use crate::budget::Outcome;
-use crate::errors::Failure;
+#[cfg(feature = "work-probes")]
+use crate::{budget::Outcome, errors::Failure};
+#[cfg(feature = "work-probes")]
 use rustler::{Encoder, Env, Term};
 
 /// What a probe reports: how the call ended (`:ok`, `:needs_dirty`,
 /// `{:bad_arg, message}` or `:stale_resource`), the units it charged and the units
-/// of work it counted (0 unless built with the feature `work-probes`). Tests check
-/// `counted <= charged`.
+/// of work it counted. Tests check `counted <= charged`.
+#[cfg(feature = "work-probes")]
 pub fn probe_report<'a, T>(env: Env<'a>, outcome: Outcome<T>) -> Term<'a> {
     mod probe_atoms {
         rustler::atoms! { ok, needs_dirty, bad_arg, stale_resource }
@@ -45,6 +49,7 @@ pub fn probe_report<'a, T>(env: Env<'a>, outcome: Outcome<T>) -> Term<'a> {
 }
 
 /// Resets the per-thread work tallies before a probe runs its call.
+#[cfg(feature = "work-probes")]
 pub fn probe_start() {
     let _ = hrw_core::work::take();
 }
@@ -62,17 +67,26 @@ pub fn dirty_ran() {
     DIRTY_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The number of dirty runs so far (always 0 unless built with `work-probes`).
+/// The number of dirty runs so far (test builds only).
+#[cfg(feature = "work-probes")]
 #[rustler::nif]
 fn dirty_runs() -> u64 {
-    #[cfg(feature = "work-probes")]
-    return DIRTY_RUNS.load(std::sync::atomic::Ordering::Relaxed);
-    #[cfg(not(feature = "work-probes"))]
-    0
+    DIRTY_RUNS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Declares the NIFs `name`, `name_dirty` and `name_probe` of `f` (see the module
-/// documentation).
+/// Test builds: reads the sub-binary layout of this VM (`true`), or runs as on a
+/// VM whose layout is not known (`false`: the fallback); answers whether a size is
+/// now read (bits.rs; test/hrw/budget_test.exs).
+#[cfg(feature = "work-probes")]
+#[rustler::nif]
+fn sub_binary_layout(on: bool) -> bool {
+    let major = if on { crate::init::erts_major() } else { None };
+    crate::bits::force(major);
+    crate::bits::layout_of(major) != crate::bits::layout_of(None)
+}
+
+/// Declares the NIF `name` of `f`, and in test builds `name_dirty` and
+/// `name_probe` (see the module documentation).
 macro_rules! nif {
     ($name:ident => $f:ident $(::<$g:ty>)? (env $(, $arg:ident)*)) => {
         $crate::nif::nif!(@all $name, env, [env,] $f $(::<$g>)? ($($arg),*));
@@ -100,6 +114,7 @@ macro_rules! nif {
 
             const NAME: &str = concat!(stringify!($name), "\0");
             const DIRTY: &str = concat!(stringify!($name), "_dirty\0");
+            #[cfg(feature = "work-probes")]
             const PROBE: &str = concat!(stringify!($name), "_probe\0");
             const ARITY: c_uint = [$(stringify!($arg)),*].len() as c_uint;
 
@@ -176,6 +191,7 @@ macro_rules! nif {
             }
 
             /// The normal-scheduler version's report (see `probe_report`).
+            #[cfg(feature = "work-probes")]
             unsafe extern "C" fn probe(
                 nif_env: *mut ErlNifEnv,
                 argc: c_int,
@@ -202,12 +218,14 @@ macro_rules! nif {
                 flags: 0,
                 raw_func: normal,
             });
+            #[cfg(feature = "work-probes")]
             inventory::submit!(rustler::Nif {
                 name: DIRTY.as_ptr() as *const c_char,
                 arity: ARITY,
                 flags: rustler::sys::ERL_NIF_DIRTY_JOB_CPU_BOUND as c_uint,
                 raw_func: dirty,
             });
+            #[cfg(feature = "work-probes")]
             inventory::submit!(rustler::Nif {
                 name: PROBE.as_ptr() as *const c_char,
                 arity: ARITY,

@@ -16,6 +16,10 @@ use rustler::{Env, Term};
 pub trait Lookup: Send + Sync {
     /// Number of distinct nodes the owner indices index.
     fn len(&self) -> usize;
+    /// Whether the node at owner index `index` has the id `id`.
+    fn holds(&self, index: usize, id: u64) -> bool;
+    /// Work units of one [`Lookup::holds`], an upper bound.
+    fn holds_cost(&self) -> u64;
     /// Index of the owner of `key` (a key id), `None` when there are no nodes.
     fn owner(&self, key: u64) -> Option<usize>;
     /// Work units of one [`Lookup::owner`], an upper bound.

@@ -25,6 +25,12 @@ impl Lookup for Ring {
     fn len(&self) -> usize {
         Ring::len(self)
     }
+    fn holds(&self, index: usize, id: u64) -> bool {
+        Ring::holds(self, index, id)
+    }
+    fn holds_cost(&self) -> u64 {
+        cost::RING_HOLDS
+    }
     #[inline]
     fn owner(&self, key: u64) -> Option<usize> {
         Ring::owner(self, key)

@@ -23,6 +23,12 @@ impl Lookup for Skeleton {
     fn len(&self) -> usize {
         Skeleton::len(self)
     }
+    fn holds(&self, index: usize, id: u64) -> bool {
+        Skeleton::holds(self, index, id)
+    }
+    fn holds_cost(&self) -> u64 {
+        Skeleton::holds_cost(self)
+    }
     #[inline]
     fn owner(&self, key: u64) -> Option<usize> {
         Some(Skeleton::owner(self, key))

@@ -38,6 +38,11 @@ impl<'a> TupleView<'a> {
         }
     }
 
+    /// The env the elements belong to.
+    pub fn env(&self) -> Env<'a> {
+        self.env
+    }
+
     /// The elements as raw terms of the tuple's env, valid for `'a`.
     pub fn raw(&self) -> &'a [ErlNifTerm] {
         self.elements

@@ -1,12 +1,12 @@
-//! The sub-binary reading of src/bits/layout.rs on fake terms: term words built
-//! here, pointing at aligned fake objects. (The crate itself links against the
-//! VM and has no test binary; this file compiles the pure layout code alone.)
+//! The sub-binary reading of src/bits.rs on fake terms: term words built here,
+//! pointing at aligned fake objects. (The crate itself links against the VM and
+//! has no test binary; this file compiles bits.rs, which makes no VM call, alone.)
 
-#[path = "../src/bits/layout.rs"]
+#[path = "../src/bits.rs"]
 #[allow(dead_code)]
-mod layout;
+mod bits;
 
-use layout::{unaligned_size, SUB_BIN_TAG, SUB_BITS_TAG, TAG_PTR_MASK};
+use bits::{unaligned_size_as, SUB_BIN_TAG, SUB_BITS_TAG, TAG_PTR_MASK};
 
 /// A fake object: a header and three words, aligned as heap words are.
 #[repr(C, align(8))]
@@ -34,7 +34,7 @@ fn boxed(object: &Object, tag: usize) -> usize {
 fn read(term: usize, sub_tag: usize) -> Option<usize> {
     // SAFETY: every term word here is an immediate, or boxed and pointing (tag bits
     // cleared) at a live `Object`, whose four words cover a header of arity 3.
-    unsafe { unaligned_size(term, sub_tag) }
+    unsafe { unaligned_size_as(term, sub_tag) }
 }
 
 #[test]
@@ -102,4 +102,44 @@ fn the_mask_is_erts_mask_for_the_word_size() {
         0x3
     };
     assert_eq!(TAG_PTR_MASK, expected);
+}
+
+/// The version gate and its fallback, as the library runs them: the layout read
+/// for each ERTS major version the load callback can report. A version whose
+/// layout is not known here (older, newer, or none reported) reads no size, and
+/// neither does a layout the VM contradicted once (`disable`): the binary is then
+/// inspected, copied and hashed as before, uncharged for the copy; its id does
+/// not depend on the reading (test/hrw/term_id_test.exs compares the ids with the
+/// reading off, "the same ids when the sub-binary layout is not read").
+#[test]
+fn unknown_versions_and_a_disabled_layout_read_nothing() {
+    let old = sub_bin(1000, 3);
+    let new = sub_bits(8 * 16 + 5, 8 * 16 + 5 + 8 * 777);
+    let little = cfg!(target_endian = "little");
+    for (major, reads_old, reads_new) in [
+        (None, false, false),
+        (Some(12), false, false),
+        (Some(13), little, false),
+        (Some(14), little, false),
+        (Some(15), false, true),
+        (Some(17), false, true),
+        (Some(18), false, false),
+    ] {
+        let tag = bits::layout_of(major);
+        assert_eq!(read(boxed(&old, 0), tag).is_some(), reads_old, "{major:?}");
+        assert_eq!(read(boxed(&new, 0), tag).is_some(), reads_new, "{major:?}");
+    }
+    // The library's own switch: decided once, then off for good when contradicted.
+    bits::detect(Some(15));
+    // SAFETY: as in `read`.
+    assert_eq!(unsafe { bits::unaligned_size(boxed(&new, 0)) }, Some(777));
+    bits::detect(Some(12));
+    // SAFETY: as above.
+    assert_eq!(unsafe { bits::unaligned_size(boxed(&new, 0)) }, Some(777));
+    bits::disable();
+    // SAFETY: as above.
+    assert_eq!(unsafe { bits::unaligned_size(boxed(&new, 0)) }, None);
+    bits::detect(Some(15));
+    // SAFETY: as above.
+    assert_eq!(unsafe { bits::unaligned_size(boxed(&new, 0)) }, None);
 }

@@ -84,8 +84,7 @@ fn big_integer_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
     };
     match rest {
         [sign @ (0 | 1), digits @ ..] if digits.len() == len => {
-            budget.charge(cost::hash(2 + len))?;
-            work::count(cost::hash(2 + len));
+            budget.pay(cost::hash(2 + len))?;
             Ok(term_hash::integer(*sign == 1, digits))
         }
         _ => Err(unreadable("integer")),
@@ -102,8 +101,7 @@ fn bounded_big_bytes(term: Term, budget: &mut Budget) -> Outcome<Option<usize>> 
     let negative = term < 0i64.encode(env);
     for bytes in [SMALL_BIG_BYTES, MAX_NORMAL_BIG_BYTES] {
         // Decoding the limit and one comparison with it.
-        budget.charge(cost::etf(4 + bytes) + cost::hash(bytes))?;
-        work::count(cost::etf(4 + bytes) + cost::hash(bytes));
+        budget.pay(cost::etf(4 + bytes) + cost::hash(bytes))?;
         let limit = big_limit(env, bytes, negative)?;
         let inside = if negative {
             term >= limit
@@ -181,8 +179,7 @@ pub(super) fn atom_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
         }
         _ => return Err(unreadable("atom")),
     };
-    budget.charge(cost::hash(1 + 2 * name.len()))?;
-    work::count(cost::hash(1 + 2 * name.len()));
+    budget.pay(cost::hash(1 + 2 * name.len()))?;
     Ok(if utf8 {
         term_hash::atom(name)
     } else {
@@ -230,8 +227,7 @@ fn opaque_id(tag: u8, term: Term, budget: &mut Budget) -> Outcome<u64> {
         budget.charge(cost::etf(ext.len()).saturating_sub(cost::etf(MAX_OPAQUE_ETF)))?;
         ext
     };
-    budget.charge(cost::hash(ext.len() + 1))?;
-    work::count(cost::hash(ext.len() + 1));
+    budget.pay(cost::hash(ext.len() + 1))?;
     Ok(term_hash::opaque(tag, ext.as_slice()))
 }
 

@@ -1,53 +1,54 @@
 //! Any Erlang term to its canonical u64 id (docs/HASHING.md, "Term ids"), and the
-//! `term_id` and `score` NIFs.
+//! `term_id` and `score` NIFs: the term walk, top to bottom in this file:
 //!
-//! This module only walks terms; the encodings themselves live in
-//! `hrw_core::term_hash`, so the spec has one implementation. Its files, each
-//! importing only those below it in this table:
+//! 1. the entry ([`term_id_in`]): which question is asked of a term first;
+//! 2. the fast leaves: small integers, cached atoms, whole-byte binaries;
+//! 3. the flat fast paths: tuples and small maps of fast leaves, hashed on the stack;
+//! 4. the general walk: nested tuples, lists and maps on one id stack;
+//! 5. a map's entries, straight from the VM's map iterator;
+//! 6. the NIFs;
+//! 7. the atom cache: the per-VM table from an atom's term value to its id.
 //!
-//! | file | what |
-//! |---|---|
-//! | `mod.rs` | the entry ([`term_id_in`]: probe order, dispatch) and the NIFs |
-//! | `fast.rs` | flat tuples and small maps of fast leaves, hashed on the stack |
-//! | `walk.rs` | the general walk: nested tuples, lists and maps on one id stack |
-//! | `leaf.rs` | the fast leaves: small integers, cached atoms, whole-byte binaries |
-//! | `etf.rs` | the other leaves: floats, wide integers, atom names, bitstrings, pids, funs (read through the external term format where the NIF API cannot) |
-//! | `map_entries.rs` | a map's entries, straight from the VM's map iterator |
-//! | `atom_cache.rs` | the per-VM table from an atom's term value to its id |
-//! | `refusals.rs` | why a term has no id: the walk's error messages |
+//! Beside it: `etf.rs`, the other leaves (floats, wide integers, atom names,
+//! bitstrings, pids, funs: read through the external term format where the NIF API
+//! cannot), and `refusals.rs`, why a term has no id. The encodings themselves live in
+//! `hrw_core::term_hash`, so the spec has one implementation.
 //!
-//! Budget: every step that costs more than a constant is charged *before* it runs,
-//! by a named constant or function of the cost model (`hrw_core::cost`, which holds
-//! the term walk's figures too). A visit costs [`cost::TERM`]; hashing costs one
-//! unit per [`cost::BYTES_PER_UNIT`] bytes, a sort [`cost::sort`]; a tuple, list or
-//! map also pays for the buffer of its children's ids, a map for its iteration and
-//! the sort of its entries, and every use of the external term format (ETF) for its
-//! bytes. The only reads whose size is not known in advance (the ETF of a
-//! bitstring, a fun, or an integer wider than [`etf::MAX_NORMAL_BIG_BYTES`]) never
-//! run on a normal scheduler: they ask for a dirty one first, and are charged once
-//! their size is known (a dirty budget is unlimited; the charge keeps the count
-//! honest). Test builds count the work beside each step (`work::count`), at the
-//! step itself, for test/hrw/budget_test.exs.
+//! Budget: every step that costs more than a constant is paid for *before* it
+//! runs, by a named constant or function of the cost model (`hrw_core::cost`,
+//! which holds the term walk's figures too), with one call: `budget.pay(units)?`
+//! charges the budget and, in test builds, counts the work (test/hrw/budget_test.exs
+//! compares the two). A visit costs [`cost::TERM`]; hashing costs one unit per
+//! [`cost::BYTES_PER_UNIT`] bytes, a sort [`cost::sort`]; a tuple, list or map also
+//! pays for the buffer of its children's ids, a map for its iteration and the sort
+//! of its entries (charged whole before it is read, counted entry by entry), and
+//! every use of the external term format (ETF) for its bytes. The only reads whose
+//! size is not known in advance (the ETF of a bitstring, a fun, or an integer wider
+//! than [`etf::MAX_NORMAL_BIG_BYTES`]) never run on a normal scheduler: they ask
+//! for a dirty one first, and are charged once their size is known (a dirty budget
+//! is unlimited; the charge keeps the count honest).
 
-mod atom_cache;
 mod etf;
-mod fast;
-mod leaf;
-mod map_entries;
 mod refusals;
-mod walk;
 
 use crate::budget::{needs_dirty, Budget, Outcome};
 use crate::nif::nif;
 use crate::tuple_view::TupleView;
-use etf::leaf_id;
-use fast::{flat_map, flat_tuple};
+use etf::{atom_id, leaf_id};
+use hrw_core::term_hash::{self, tag, IdStack, Mark};
 use hrw_core::{cost, n3, work};
-use leaf::{binary_leaf, boxed, fast_leaf, Fast};
-use refusals::unreadable;
-use rustler::sys::{enif_get_map_size, ErlNifTerm};
+use refusals::{too_deep, unreadable};
+use rustler::sys::{
+    enif_get_int64, enif_get_map_size, enif_inspect_binary, enif_is_atom, enif_map_iterator_create,
+    enif_map_iterator_destroy, enif_map_iterator_get_pair, enif_map_iterator_next, ErlNifBinary,
+    ErlNifEnv, ErlNifMapIterator, ErlNifMapIteratorEntry, ErlNifTerm,
+};
 use rustler::{Env, Term, TermType};
-use walk::{tuple_elements, Walk};
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+
+// ---------------------------------------------------------------------------
+// 1. The entry
 
 /// The id of `term`, charging its cost to `budget`.
 ///
@@ -101,8 +102,7 @@ pub fn term_id_in(
     budget: &mut Budget,
     probes: &mut Probes,
 ) -> Outcome<u64> {
-    budget.charge(cost::TERM)?;
-    work::count(cost::TERM);
+    budget.pay(cost::TERM)?;
     if !boxed(raw) {
         return fast_leaf(env, raw, budget).or_else(|| slow_id(env, raw, budget, probes));
     }
@@ -180,6 +180,531 @@ fn map_size(env: Env, raw: ErlNifTerm) -> Option<usize> {
     (unsafe { enif_get_map_size(env.as_c_arg(), raw, &mut size) } != 0).then_some(size)
 }
 
+// ---------------------------------------------------------------------------
+// 2. The fast leaves: taken without asking the VM for a term's type, with the
+// hints from the term layout that order those questions
+
+/// What [`fast_leaf`] found: small enough to come back in registers (an
+/// `Outcome<Option<u64>>` goes through memory, and its byte-wide tag then stalls
+/// the wider load that reads it back).
+#[derive(Clone, Copy)]
+enum Fast {
+    /// The term's id.
+    Id(u64),
+    /// Not a fast leaf (or one whose reading failed: the general walk reads it
+    /// again and reports the error); nothing was charged beyond what is counted.
+    Other,
+    /// The budget ran out.
+    Dirty,
+}
+
+impl Fast {
+    /// The id found, the budget's failure, or else `other()`.
+    #[inline(always)]
+    fn or_else(self, other: impl FnOnce() -> Outcome<u64>) -> Outcome<u64> {
+        match self {
+            Fast::Id(id) => Ok(id),
+            Fast::Dirty => needs_dirty(),
+            Fast::Other => other(),
+        }
+    }
+}
+
+/// The id of a small integer, an atom or a binary, its visit already charged and
+/// counted; [`Fast::Other`] for anything else. Reads the raw term with the NIF API
+/// (a rustler `Term` built per element costs a stalled reload of its env flag).
+#[inline(always)]
+fn fast_leaf(term_env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Fast {
+    let env = term_env.as_c_arg();
+    let (small, atom) = hint(raw);
+    if small {
+        let mut v: i64 = 0;
+        // SAFETY: `v` is a valid out-pointer; the call returns 0 unless `raw` is an
+        // integer that fits an i64, and then stores it.
+        if unsafe { enif_get_int64(env, raw, &mut v) } != 0 {
+            return Fast::Id(term_hash::int64(v));
+        }
+    } else if atom {
+        if budget.pay(cost::ATOM_CACHE).is_err() {
+            return Fast::Dirty;
+        }
+        if let Some(id) = atom_cache::get(raw) {
+            return Fast::Id(id);
+        }
+        // SAFETY: a term of this call's env.
+        if unsafe { enif_is_atom(env, raw) } != 0 {
+            // SAFETY: a term of this call's env.
+            return first_atom_id(unsafe { Term::new(term_env, raw) }, budget);
+        }
+    }
+    binary_leaf(term_env, raw, budget)
+}
+
+/// The id of a whole-byte binary, its visit already charged and counted (its
+/// hashing charged here); [`Fast::Other`] for anything else.
+#[inline(always)]
+fn binary_leaf(term_env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Fast {
+    let env = term_env.as_c_arg();
+    // Inspecting a binary that starts off a byte boundary copies it: charged first.
+    // SAFETY: `raw` is a live term of this call.
+    let unaligned = unsafe { crate::bits::unaligned_size(atom_cache::bits(raw) as usize) };
+    if let Some(size) = unaligned {
+        if budget.pay(cost::copy(size)).is_err() {
+            return Fast::Dirty;
+        }
+    }
+    let mut bin: MaybeUninit<ErlNifBinary> = MaybeUninit::uninit();
+    // SAFETY: `bin` is a valid out-pointer; on success (a whole-byte binary) the VM
+    // fills it with the binary's size and data pointer, valid while the term is
+    // (this call), and we only read them.
+    if unsafe { enif_inspect_binary(env, raw, bin.as_mut_ptr()) } != 0 {
+        // SAFETY: initialised by the successful call.
+        let bin = unsafe { bin.assume_init() };
+        if unaligned.is_some_and(|size| size != bin.size) {
+            crate::bits::disable();
+        }
+        if budget.pay(cost::hash(bin.size)).is_err() {
+            return Fast::Dirty;
+        }
+        budget.note_binary(bin.size);
+        let bytes = if bin.size == 0 {
+            &[][..]
+        } else {
+            // SAFETY: `data` points at `size` readable bytes of the binary (above).
+            unsafe { std::slice::from_raw_parts(bin.data, bin.size) }
+        };
+        return Fast::Id(term_hash::binary(bytes));
+    }
+    Fast::Other
+}
+
+/// An atom missing from the cache: its id, computed (charged and counted in
+/// [`atom_id`]) and stored (charged and counted here).
+#[inline(never)]
+fn first_atom_id(term: Term, budget: &mut Budget) -> Fast {
+    match atom_id(term, budget) {
+        Ok(id) => {
+            if budget.pay(cost::ATOM_CACHE).is_err() {
+                return Fast::Dirty;
+            }
+            atom_cache::put(term.as_c_arg(), id);
+            Fast::Id(id)
+        }
+        Err(failure) if failure.needs_dirty() => Fast::Dirty,
+        Err(_) => Fast::Other,
+    }
+}
+
+/// Where the VM's term layout hints at a small integer (low 4 bits `1111`) or an
+/// atom (low 6 bits `001011`). Only an ordering hint: every value is still read
+/// through the NIF API, so a different layout only makes the fast path slower.
+#[inline(always)]
+fn hint(term: ErlNifTerm) -> (bool, bool) {
+    let raw = atom_cache::bits(term);
+    (raw & 0xF == 0xF, raw & 0x3F == 0x0B)
+}
+
+/// Where the term layout hints at a boxed term (low 2 bits `10`: a tuple, binary,
+/// map, bignum, float, ...). A hint as [`hint`] is.
+#[inline(always)]
+fn boxed(term: ErlNifTerm) -> bool {
+    atom_cache::bits(term) & 0x3 == 0x2
+}
+
+// ---------------------------------------------------------------------------
+// 3. The flat fast paths: tuples and small maps of at most [`FLAT_MAX`]
+// [`fast_leaf`] terms, hashed on the stack. They give the same ids as the general
+// walk ([`Walk`]), to which they hand over what they do not take without charging
+// or visiting anything twice.
+
+/// Widest tuple (and map, in entries) hashed on the stack by the flat fast path.
+const FLAT_MAX: usize = 8;
+
+/// A tuple of at most [`FLAT_MAX`] elements, all of them [`fast_leaf`] terms: its
+/// id, hashed from a stack buffer. `None`, having charged nothing, when it is wider
+/// or its first element is not such a leaf; a later element that is not hands the
+/// rest of the tuple to the general walk (with the ids so far: nothing is charged
+/// or visited twice).
+#[inline(never)]
+fn flat_tuple(env: Env, elements: &[ErlNifTerm], budget: &mut Budget) -> Outcome<Option<u64>> {
+    if elements.len() > FLAT_MAX {
+        return Ok(None);
+    }
+    budget.pay(cost::ids(elements.len()))?;
+    let mut ids = [0u64; FLAT_MAX];
+    for (i, &element) in elements.iter().enumerate() {
+        budget.pay(cost::TERM)?;
+        match fast_leaf(env, element, budget) {
+            Fast::Dirty => return needs_dirty(),
+            Fast::Id(id) => ids[i] = id,
+            Fast::Other => {
+                let mut walk = Walk::new(budget);
+                let mark = walk.ids.open();
+                walk.ids.reserve(elements.len());
+                for &id in &ids[..i] {
+                    walk.ids.push(id);
+                }
+                // This element's visit is charged: go on below the fast leaves.
+                // SAFETY: `element` is a term of the tuple, valid in `env` for this call.
+                let id = walk.non_binary_id(unsafe { Term::new(env, element) }, 1)?;
+                walk.ids.push(id);
+                for &rest in &elements[i + 1..] {
+                    // SAFETY: as above.
+                    let rest = unsafe { Term::new(env, rest) };
+                    let id = walk.id_at(rest, 1)?;
+                    walk.ids.push(id);
+                }
+                return Ok(Some(walk.ids.close(mark, tag::TUPLE)));
+            }
+        }
+    }
+    Ok(Some(term_hash::tagged_ids(
+        tag::TUPLE,
+        &ids[..elements.len()],
+    )))
+}
+
+/// A map of at most [`FLAT_MAX`] entries: its id. When its keys and values are all
+/// [`fast_leaf`] terms the entries are sorted and hashed on the stack; the first
+/// key or value that is not hands the entries read so far and the open iterator to
+/// [`Walk::map_rest`], so nothing is charged or visited twice. `None`, having
+/// charged nothing, for a larger map.
+#[inline(never)]
+fn flat_map(term: Term, n: usize, budget: &mut Budget) -> Outcome<Option<u64>> {
+    let env = term.get_env();
+    if n > FLAT_MAX {
+        return Ok(None);
+    }
+    charge_map(n, budget)?;
+    let mut slot = MaybeUninit::uninit();
+    let mut iter = MapEntries::new(term, &mut slot)?;
+    work::count(cost::MAP);
+    let mut entries = [(0u64, 0u64); FLAT_MAX];
+    // Exactly `n` entries (the map's size): the iterator is advanced between them
+    // only, not asked past the last one (two VM calls fewer a map).
+    for len in 0..n {
+        if len > 0 {
+            iter.advance();
+        }
+        let (k, v) = iter.current().ok_or_else(|| unreadable("map"))?;
+        // SAFETY: both are terms of the map, valid in `env` for this call.
+        let term = |raw| unsafe { Term::new(env, raw) };
+        work::count(cost::MAP_ENTRY + cost::ids(2) - cost::hash(1));
+        budget.pay(cost::TERM)?;
+        let kid = match fast_leaf(env, k, budget) {
+            Fast::Id(id) => id,
+            Fast::Dirty => return needs_dirty(),
+            Fast::Other => {
+                iter.advance();
+                let mut walk = Walk::new(budget);
+                let kid = walk.non_binary_id(term(k), 1)?;
+                let vid = walk.id_at(term(v), 1)?;
+                return walk
+                    .map_rest(env, n, iter, &entries[..len], (kid, vid))
+                    .map(Some);
+            }
+        };
+        budget.pay(cost::TERM)?;
+        let vid = match fast_leaf(env, v, budget) {
+            Fast::Id(id) => id,
+            Fast::Dirty => return needs_dirty(),
+            Fast::Other => {
+                iter.advance();
+                let mut walk = Walk::new(budget);
+                let vid = walk.non_binary_id(term(v), 1)?;
+                return walk
+                    .map_rest(env, n, iter, &entries[..len], (kid, vid))
+                    .map(Some);
+            }
+        };
+        entries[len] = (kid, vid);
+    }
+    work::count(cost::sort(n) + cost::hash(1));
+    // Insertion sort by (key id, value id) into the flat encoding order.
+    let mut flat = [0u64; 2 * FLAT_MAX];
+    for (i, &(k, v)) in entries[..n].iter().enumerate() {
+        let mut j = i;
+        while j > 0 && (flat[2 * j - 2], flat[2 * j - 1]) > (k, v) {
+            flat[2 * j] = flat[2 * j - 2];
+            flat[2 * j + 1] = flat[2 * j - 1];
+            j -= 1;
+        }
+        flat[2 * j] = k;
+        flat[2 * j + 1] = v;
+    }
+    Ok(Some(term_hash::tagged_ids(tag::MAP, &flat[..2 * n])))
+}
+
+// ---------------------------------------------------------------------------
+// 4. The general walk, for every term the fast paths do not take: nested
+// containers, lists, and the leaves of `etf.rs`
+
+/// Deeper nesting is refused: it keeps recursion far inside a scheduler's stack.
+/// The term itself is at depth 0, the elements of a container at depth `d` are at
+/// `d + 1`; a term at a depth above this is refused.
+pub const MAX_DEPTH: usize = 256;
+
+/// The elements of a tuple term, in place (raw: the fast paths read them as such).
+fn tuple_elements<'a>(term: Term<'a>) -> Outcome<&'a [ErlNifTerm]> {
+    TupleView::of(term)
+        .map(|t| t.raw())
+        .ok_or_else(|| unreadable("tuple"))
+}
+
+/// Charges what a map of `n` entries costs besides its keys' and values' visits,
+/// before it is read: the iteration, the entries' room and the encoding's hash,
+/// and the sort.
+fn charge_map(n: usize, budget: &mut Budget) -> Outcome<()> {
+    budget.charge(cost::map_iteration(n))?;
+    budget.charge(cost::ids(2 * n))?;
+    budget.charge(cost::sort(n))?;
+    Ok(())
+}
+
+/// One term walk: containers build their encodings on one shared [`IdStack`], so a
+/// level of nesting costs the machine stack only a small frame (the walk recurses,
+/// at most [`MAX_DEPTH`] levels), and small terms allocate nothing.
+struct Walk<'b> {
+    budget: &'b mut Budget,
+    ids: IdStack,
+}
+
+impl<'b> Walk<'b> {
+    fn new(budget: &'b mut Budget) -> Walk<'b> {
+        Walk {
+            budget,
+            ids: IdStack::new(),
+        }
+    }
+
+    fn id_at(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        if depth > MAX_DEPTH {
+            return Err(too_deep(MAX_DEPTH));
+        }
+        self.budget.pay(cost::TERM)?;
+        match fast_leaf(term.get_env(), term.as_c_arg(), self.budget) {
+            Fast::Id(id) => Ok(id),
+            Fast::Dirty => needs_dirty(),
+            Fast::Other => self.non_binary_id(term, depth),
+        }
+    }
+
+    /// [`Walk::id_at`] for a term that is not a [`fast_leaf`], its visit charged.
+    fn non_binary_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        match term.get_type() {
+            kind @ (TermType::Tuple | TermType::List | TermType::Map) => {
+                self.container_id(term, kind, depth)
+            }
+            kind => leaf_id(term, kind, self.budget),
+        }
+    }
+
+    fn container_id(&mut self, term: Term, kind: TermType, depth: usize) -> Outcome<u64> {
+        match kind {
+            TermType::Tuple => self.tuple_id(term, depth),
+            TermType::List => self.list_id(term, depth),
+            _ => self.map_id(term, depth),
+        }
+    }
+
+    #[inline(never)]
+    fn tuple_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        let env = term.get_env();
+        let elements = tuple_elements(term)?;
+        // The ids' room in the shared encoding buffer, and their hash.
+        self.budget.pay(cost::ids(elements.len()))?;
+        let mark = self.ids.open();
+        self.ids.reserve(elements.len());
+        for &element in elements {
+            // SAFETY: `element` is a term of the tuple, valid in `env` for this call.
+            let element = unsafe { Term::new(env, element) };
+            let id = self.id_at(element, depth + 1)?;
+            self.ids.push(id);
+        }
+        Ok(self.ids.close(mark, tag::TUPLE))
+    }
+
+    /// Walks cons cells itself: rustler's list iterator panics on improper lists.
+    #[inline(never)]
+    fn list_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        let mark = self.ids.open();
+        let mut rest = term;
+        loop {
+            if rest.is_empty_list() {
+                return Ok(self.ids.close(mark, tag::LIST));
+            }
+            match rest.list_get_cell() {
+                Ok((head, tail)) => {
+                    // The cell, and its id's room and hash in the encoding buffer
+                    // (which grows with the list: every growth is paid for here).
+                    self.budget.pay(cost::TERM + cost::ids(1))?;
+                    let id = self.id_at(head, depth + 1)?;
+                    self.ids.push(id);
+                    rest = tail;
+                }
+                Err(_) => {
+                    self.budget.pay(cost::ids(1))?;
+                    let id = self.id_at(rest, depth + 1)?;
+                    self.ids.push(id);
+                    return Ok(self.ids.close(mark, tag::IMPROPER_LIST));
+                }
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn map_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        let n = term.map_size().map_err(|_| unreadable("map"))?;
+        // All of it before any of it (keys and values are charged as visited).
+        charge_map(n, self.budget)?;
+        let mut slot = MaybeUninit::uninit();
+        let mut iter = MapEntries::new(term, &mut slot)?;
+        work::count(cost::MAP);
+        let mark = self.ids.open_map();
+        self.ids.reserve_entries(n);
+        let env = term.get_env();
+        while let Some((k, v)) = iter.next_entry(env) {
+            work::count(cost::MAP_ENTRY + cost::ids(2) - cost::hash(1));
+            let k = self.id_at(k, depth + 1)?;
+            let v = self.id_at(v, depth + 1)?;
+            self.ids.push_entry(k, v);
+        }
+        self.close_map(mark, n)
+    }
+
+    /// The rest of a top-level map that `fast::flat_map` began (at depth 0): `done`
+    /// entries and then `current` read, `iter` just past `current`.
+    fn map_rest<'a>(
+        &mut self,
+        env: Env<'a>,
+        n: usize,
+        mut iter: MapEntries<'a, '_>,
+        done: &[(u64, u64)],
+        current: (u64, u64),
+    ) -> Outcome<u64> {
+        let mark = self.ids.open_map();
+        self.ids.reserve_entries(n);
+        for &(k, v) in done {
+            self.ids.push_entry(k, v);
+        }
+        self.ids.push_entry(current.0, current.1);
+        while let Some((k, v)) = iter.next_entry(env) {
+            work::count(cost::MAP_ENTRY + cost::ids(2) - cost::hash(1));
+            let k = self.id_at(k, 1)?;
+            let v = self.id_at(v, 1)?;
+            self.ids.push_entry(k, v);
+        }
+        self.close_map(mark, n)
+    }
+
+    fn close_map(&mut self, mark: Mark, n: usize) -> Outcome<u64> {
+        if self.ids.entries_since(mark) != n {
+            return Err(unreadable("map"));
+        }
+        // Sorts the entries (charged above) and hashes them.
+        work::count(cost::sort(n) + cost::hash(1));
+        Ok(self.ids.close_map(mark))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 5. A map's entries, read with the VM's own map iterator
+
+/// The entries of a map, in the VM's order, straight from the NIF map iterator
+/// (rustler's `MapIterator` is double-ended: two VM iterators and a key comparison
+/// per step, and a larger stack frame at every level of nested maps).
+///
+/// The VM's iterator lives in a slot of the caller's frame (`MapEntries::new`),
+/// written in place: moving it right after the VM wrote it would reload it with
+/// stalled wide loads. The env is kept as its raw pointer: a rustler `Env` carries
+/// a one-byte kind, and building the struct with it stored that byte and reloaded
+/// it as a word (a store-forwarding hazard).
+struct MapEntries<'a, 's> {
+    env: *mut ErlNifEnv,
+    iter: &'s mut ErlNifMapIterator,
+    terms: PhantomData<Term<'a>>,
+}
+
+impl<'a, 's> MapEntries<'a, 's> {
+    fn new(
+        map: Term<'a>,
+        iter: &'s mut MaybeUninit<ErlNifMapIterator>,
+    ) -> Outcome<MapEntries<'a, 's>> {
+        let env = map.get_env().as_c_arg();
+        // SAFETY: `iter` is a valid out-pointer; the call fails (returns 0) unless
+        // `map` is a map, and on success initialises the iterator.
+        let ok = unsafe {
+            enif_map_iterator_create(
+                env,
+                map.as_c_arg(),
+                iter.as_mut_ptr(),
+                ErlNifMapIteratorEntry::ERL_NIF_MAP_ITERATOR_HEAD,
+            )
+        };
+        if ok == 0 {
+            return Err(unreadable("map"));
+        }
+        Ok(MapEntries {
+            env,
+            // SAFETY: initialised by the successful call above.
+            iter: unsafe { iter.assume_init_mut() },
+            terms: PhantomData,
+        })
+    }
+
+    /// The next entry as terms of `env`, the env of the map.
+    fn next_entry(&mut self, env: Env<'a>) -> Option<(Term<'a>, Term<'a>)> {
+        let (key, value) = self.next_raw()?;
+        // SAFETY: terms of the map, valid in its env (`env`) for this call.
+        unsafe { Some((Term::new(env, key), Term::new(env, value))) }
+    }
+
+    /// [`MapEntries::next_entry`] as raw terms of the map's env.
+    #[inline]
+    fn next_raw(&mut self) -> Option<(ErlNifTerm, ErlNifTerm)> {
+        let entry = self.current()?;
+        self.advance();
+        Some(entry)
+    }
+
+    /// The entry under the iterator (raw terms of the map's env), `None` past the
+    /// last one.
+    #[inline]
+    fn current(&mut self) -> Option<(ErlNifTerm, ErlNifTerm)> {
+        let mut key: MaybeUninit<ErlNifTerm> = MaybeUninit::uninit();
+        let mut value: MaybeUninit<ErlNifTerm> = MaybeUninit::uninit();
+        // SAFETY: the iterator was created for a map of this env and not destroyed;
+        // get_pair fails (returns 0) past the last entry, and otherwise writes both
+        // terms, which are then valid in `env` for this call.
+        unsafe {
+            if enif_map_iterator_get_pair(self.env, self.iter, key.as_mut_ptr(), value.as_mut_ptr())
+                == 0
+            {
+                return None;
+            }
+            Some((key.assume_init(), value.assume_init()))
+        }
+    }
+
+    /// Moves the iterator to the next entry (past the last one: to the end).
+    #[inline]
+    fn advance(&mut self) {
+        // SAFETY: the iterator was created for a map of this env and not destroyed;
+        // stepping at or past the end is allowed (it returns 0 there).
+        unsafe { enif_map_iterator_next(self.env, self.iter) };
+    }
+}
+
+impl Drop for MapEntries<'_, '_> {
+    fn drop(&mut self) {
+        // SAFETY: created successfully in `new`, destroyed only here, once.
+        unsafe { enif_map_iterator_destroy(self.env, self.iter) };
+    }
+}
+
+// ---------------------------------------------------------------------------
+// 6. The NIFs
+
 /// The canonical id of any term (docs/HASHING.md); exposed for users and tests.
 fn id_of(term: Term, budget: &mut Budget) -> Outcome<u64> {
     term_id(term, budget)
@@ -193,3 +718,103 @@ fn score_of(key: Term, node: Term, budget: &mut Budget) -> Outcome<u64> {
 
 nif!(term_id => id_of(term));
 nif!(score => score_of(key, node));
+
+// ---------------------------------------------------------------------------
+// 7. The atom cache
+
+/// A lock-free table from an atom's term value to its id, shared by every
+/// scheduler of the VM. Sound because atoms are interned and never collected
+/// (OTP 25): while the VM runs, one term value names one atom, and an id is a
+/// function of the atom, so any id stored under a value is that atom's id.
+///
+/// 4-way set associative (a set is one 64-byte line), and it keeps caching when
+/// full: a new atom takes a free slot of its set, else evicts one chosen by its
+/// id's low bits (pseudo-random replacement; no recency bits to update on hits,
+/// which stay a single line read). A slot is rewritten seqlock-style: its key goes
+/// to `BUSY` before the id changes, and a reader re-checks the key after reading
+/// the id, so it never pairs a key with another atom's id.
+mod atom_cache {
+    use rustler::sys::ErlNifTerm;
+    use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+    const SLOTS: usize = 1 << 13;
+    const WAYS: usize = 4;
+    /// A slot being written: never an atom's term value (its low bits are 001011).
+    const BUSY: u64 = u64::MAX;
+
+    struct Slot {
+        key: AtomicU64,
+        id: AtomicU64,
+    }
+
+    #[repr(align(64))]
+    struct Set([Slot; WAYS]);
+
+    #[allow(clippy::declare_interior_mutable_const)]
+    const EMPTY: Slot = Slot {
+        key: AtomicU64::new(0),
+        id: AtomicU64::new(0),
+    };
+    #[allow(clippy::declare_interior_mutable_const)]
+    const EMPTY_SET: Set = Set([EMPTY; WAYS]);
+    static TABLE: [Set; SLOTS / WAYS] = [EMPTY_SET; SLOTS / WAYS];
+
+    /// The bits of a term value.
+    #[inline(always)]
+    pub fn bits(term: ErlNifTerm) -> u64 {
+        // SAFETY: `ErlNifTerm` is `#[repr(transparent)]` over a `usize` (its field
+        // is private), so the two have one layout.
+        unsafe { std::mem::transmute::<ErlNifTerm, usize>(term) as u64 }
+    }
+
+    #[inline(always)]
+    fn set(key: u64) -> &'static Set {
+        const SET_BITS: u32 = (SLOTS / WAYS).trailing_zeros();
+        &TABLE[(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SET_BITS)) as usize]
+    }
+
+    /// The cached id of the atom whose term value is `term`, if stored.
+    #[inline(always)]
+    pub fn get(term: ErlNifTerm) -> Option<u64> {
+        let key = bits(term);
+        for slot in &set(key).0 {
+            if slot.key.load(Ordering::Acquire) == key {
+                let id = slot.id.load(Ordering::Relaxed);
+                // The id was read before the key is read again: a writer that
+                // changed the id had first set the key to BUSY (fence in `put`).
+                fence(Ordering::Acquire);
+                return (slot.key.load(Ordering::Relaxed) == key).then_some(id);
+            }
+        }
+        None
+    }
+
+    /// Stores the id of the atom `term` (computed by the caller), evicting one of
+    /// its set's atoms when the set is full.
+    pub fn put(term: ErlNifTerm, id: u64) {
+        let key = bits(term);
+        if key == 0 || key == BUSY {
+            return;
+        }
+        let slots = &set(key).0;
+        let free = slots
+            .iter()
+            .position(|s| s.key.load(Ordering::Relaxed) == 0);
+        let slot = &slots[free.unwrap_or(id as usize % WAYS)];
+        let old = slot.key.load(Ordering::Relaxed);
+        if old == key || old == BUSY {
+            return;
+        }
+        // Losing the race to another writer just leaves this atom uncached.
+        if slot
+            .key
+            .compare_exchange(old, BUSY, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            // BUSY is visible before the new id (see `get`).
+            fence(Ordering::Release);
+            slot.id.store(id, Ordering::Relaxed);
+            slot.key.store(key, Ordering::Release);
+        }
+    }
+}

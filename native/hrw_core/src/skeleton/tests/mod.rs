@@ -123,6 +123,31 @@ fn single_node_leaves_on_structured_ids() {
 }
 
 #[test]
+fn holds_finds_every_node_at_its_index_and_no_other() {
+    // Tiny leaves and structured ids give deep tries with skipped levels (fillers).
+    for (label, mut nodes) in namings(3000) {
+        for leaf in [1, 2, 7, 64, 5000] {
+            for weighted in [false, true] {
+                if weighted {
+                    for (i, node) in nodes.iter_mut().enumerate() {
+                        node.1 = (i % 5 + 1) as f64;
+                    }
+                }
+                let sk = Skeleton::build(&nodes, leaf);
+                for (i, &(id, _)) in nodes.iter().enumerate() {
+                    assert!(sk.holds(i, id), "{label} leaf {leaf} node {i}");
+                    let other = (i + 1) % nodes.len();
+                    assert!(!sk.holds(other, id), "{label} leaf {leaf} {i} at {other}");
+                    assert!(!sk.holds(i, id ^ 1 << 40), "{label} leaf {leaf} edited {i}");
+                }
+            }
+        }
+    }
+    let empty = Skeleton::build(&[], 4);
+    assert!(!empty.holds(0, 7));
+}
+
+#[test]
 fn empty_and_single_node() {
     let empty = Skeleton::build(&[], DEFAULT_LEAF_SIZE);
     assert!(empty.is_empty());
