@@ -415,8 +415,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
   # --message-format=...`: the one place to add a profile or features per env.
   # Every env builds the release profile: the NIF runs its tests and benchmarks
   # as it runs in production. A dependency is compiled in :prod. Test builds add
-  # the work probes' counting (test/support/native_probe.ex, test/hrw/budget_test.exs);
-  # their stubs are declared in every build, where they count nothing (0).
+  # the work probes (test/support/native_probe.ex): the NIF registers them and
+  # HRW.Native declares their stubs in test builds only, both from this list.
   @spec cargo_options(atom()) :: [String.t()]
   def cargo_options(:test), do: cargo_options(:prod) ++ ["--features", "hrw_nif/work-probes"]
   def cargo_options(_env), do: ["--release", "--quiet"]

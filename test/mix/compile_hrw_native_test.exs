@@ -129,7 +129,7 @@ defmodule Mix.Tasks.Compile.HrwNativeTest do
     end
   end
 
-  # native/hrw_nif/src/failure.rs and init.rs use rustler's undocumented
+  # native/hrw_nif/src/nif.rs and init.rs use rustler's undocumented
   # codegen_runtime; they were written against exactly this rustler.
   @rustler "0.39.0"
 
@@ -147,6 +147,6 @@ defmodule Mix.Tasks.Compile.HrwNativeTest do
           do: {name, version}
 
     assert Enum.sort(locked) == [{"rustler", @rustler}, {"rustler_codegen", @rustler}],
-           "Cargo.lock resolves #{inspect(locked)}: reread failure.rs and init.rs against it"
+           "Cargo.lock resolves #{inspect(locked)}: reread nif.rs and init.rs against it"
   end
 end

@@ -233,7 +233,7 @@ defmodule HRW.ClusterAgreementTest do
     # While members disagree, the call returns at its timeout with the last whole
     # round, so each of these two calls waits its whole timeout out: 2 s, scaled on
     # the emulated legs, long enough for a round's remote calls on a loaded machine
-    # (1 s was not: bench/results/test-matrix-2026-12-02-qemu10.txt).
+    # (1 s was not, on the emulated legs).
     assert {:error, %{no_answer: %{^n2 => :not_running}, disagree: disagree}} =
              HRW.Cluster.await_agreement(name, HRW.TestTimeouts.ms(2_000))
 
