@@ -237,6 +237,22 @@ defmodule HRW.Prepared do
   def entries(nodes, nil), do: Tuple.to_list(nodes)
   def entries(nodes, weights), do: Enum.zip(Tuple.to_list(nodes), Tuple.to_list(weights))
 
+  @doc """
+  `HRW.Ring.nodes/1` and `HRW.Skeleton.nodes/1`: the struct's entries, or an
+  `ArgumentError` naming the field changed by hand.
+  """
+  @spec nodes!(struct()) :: [term()]
+  def nodes!(%{nodes: nodes, weights: nil}) when is_tuple(nodes), do: entries(nodes, nil)
+
+  def nodes!(%{nodes: nodes, weights: weights})
+      when is_tuple(nodes) and is_tuple(weights) and tuple_size(weights) == tuple_size(nodes),
+      do: entries(nodes, weights)
+
+  def nodes!(%{nodes: nodes} = forged) when is_tuple(nodes),
+    do: raise(ArgumentError, Options.forged(forged, :weights))
+
+  def nodes!(forged), do: raise(ArgumentError, Options.forged(forged, :nodes))
+
   @doc "`#Name<n nodes, extra...>` for Inspect."
   @spec label(String.t(), non_neg_integer(), [String.t()]) :: String.t()
   def label(name, n, extras) do

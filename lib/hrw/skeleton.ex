@@ -100,17 +100,7 @@ defmodule HRW.Skeleton do
       ["a", "b"]
   """
   @spec nodes(t()) :: [term()]
-  def nodes(%__MODULE__{nodes: nodes, weights: nil}) when is_tuple(nodes),
-    do: Prepared.entries(nodes, nil)
-
-  def nodes(%__MODULE__{nodes: nodes, weights: weights})
-      when is_tuple(nodes) and is_tuple(weights) and tuple_size(weights) == tuple_size(nodes),
-      do: Prepared.entries(nodes, weights)
-
-  def nodes(%__MODULE__{nodes: nodes} = forged) when is_tuple(nodes),
-    do: raise(ArgumentError, Options.forged(forged, :weights))
-
-  def nodes(%__MODULE__{} = forged), do: raise(ArgumentError, Options.forged(forged, :nodes))
+  def nodes(%__MODULE__{} = prepared), do: Prepared.nodes!(prepared)
   def nodes(other), do: raise(ArgumentError, Options.not_struct(other, __MODULE__))
 
   @doc """
