@@ -29,7 +29,7 @@ defmodule HRW.Native do
   # (test/hrw/reload_test.exs). Code that needs funs lives in the callers.
   #
   # Adding a NIF: one `nif!` line in native/hrw_nif/src, and its stub here (the
-  # test builds' twins come from `@nifs`).
+  # test builds' twins come from `@twinned`).
 
   @on_load :load_nif
 
@@ -78,7 +78,9 @@ defmodule HRW.Native do
   @test_hooks "hrw_nif/work-probes" in Mix.Tasks.Compile.HrwNative.cargo_options(Mix.env())
 
   if @test_hooks do
-    @nifs [
+    # Not `@nifs`: since Elixir 1.15 that attribute declares the module's NIFs to
+    # the loader, which then refuses a library with any other.
+    @twinned [
       term_id: 1,
       score: 2,
       weighted_score: 2,
@@ -96,7 +98,7 @@ defmodule HRW.Native do
       bounded_assignments: 3
     ]
 
-    for {name, arity} <- @nifs, twin <- [:"#{name}_dirty", :"#{name}_probe"] do
+    for {name, arity} <- @twinned, twin <- [:"#{name}_dirty", :"#{name}_probe"] do
       args = for i <- 1..arity, do: Macro.var(:"_arg#{i}", nil)
       @doc false
       def unquote(twin)(unquote_splicing(args)), do: :erlang.nif_error(:nif_not_loaded)
