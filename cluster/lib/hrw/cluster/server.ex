@@ -507,8 +507,11 @@ defmodule HRW.Cluster.Server do
     generation = state.generation + 1
 
     meta = {spec, state.overrides_option, state.quorum, state.lease && state.lease.ms, self()}
-    until = state.until || :always
-    :persistent_term.put(key(state.name), {@tag, generation, history, until, meta, snapshot})
+
+    :persistent_term.put(
+      key(state.name),
+      {@tag, generation, history, entry_until(state.until), meta, snapshot}
+    )
 
     previous = state.snapshot && %{state.snapshot | structure: old}
 
@@ -526,6 +529,10 @@ defmodule HRW.Cluster.Server do
   end
 
   defp until_of(_quorum?, _until), do: nil
+
+  # What the entry holds: the lease's atomics, or `:always` without one.
+  defp entry_until(nil), do: :always
+  defp entry_until(ref), do: ref
 
   # `until`, in monotonic ms, on the clock of `:os.perf_counter/0`. That counter
   # runs as the hardware does, where the VM's monotonic clock may be corrected
