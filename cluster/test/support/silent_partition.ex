@@ -135,10 +135,10 @@ defmodule HRW.SilentPartition do
 
   @doc """
   Runs on a peer: starts a process that calls each `{m, f, a}` of `calls` in
-  turn, about every millisecond, until `stop_watch/1`, and records, on the wall
-  clock (`System.os_time(:microsecond)`), the start of the last call that
-  answered `value` and the end of the first call that answered neither `value`
-  nor `nil`. Returns the process.
+  turn, about every millisecond, until `stop_watch/1` (and once more after it),
+  and records, on the wall clock (`System.os_time(:microsecond)`), the start of
+  the last call that answered `value` and the end of the first call that
+  answered neither `value` nor `nil`. Returns the process.
   """
   def watch(calls, value) do
     spawn(fn -> watch_loop(calls, value, %{last_value: nil, first_other: nil, calls: 0}) end)
@@ -155,26 +155,32 @@ defmodule HRW.SilentPartition do
     end
   end
 
+  # A stop is answered after one more pass, begun after the stop was sent, so the
+  # record holds whatever the caller saw before stopping it, however late this
+  # process was scheduled.
   defp watch_loop(calls, value, record) do
     receive do
-      {:stop, from, ref} -> send(from, {ref, record})
+      {:stop, from, ref} -> send(from, {ref, watch_pass(calls, value, record)})
     after
-      1 ->
-        record =
-          Enum.reduce(calls, record, fn {m, f, a}, record ->
-            started = System.os_time(:microsecond)
-            answer = apply(m, f, a)
-            ended = System.os_time(:microsecond)
-
-            cond do
-              answer == value -> %{record | last_value: started}
-              answer == nil or record.first_other != nil -> record
-              true -> %{record | first_other: ended}
-            end
-          end)
-
-        watch_loop(calls, value, %{record | calls: record.calls + 1})
+      1 -> watch_loop(calls, value, watch_pass(calls, value, record))
     end
+  end
+
+  defp watch_pass(calls, value, record) do
+    record =
+      Enum.reduce(calls, record, fn {m, f, a}, record ->
+        started = System.os_time(:microsecond)
+        answer = apply(m, f, a)
+        ended = System.os_time(:microsecond)
+
+        cond do
+          answer == value -> %{record | last_value: started}
+          answer == nil or record.first_other != nil -> record
+          true -> %{record | first_other: ended}
+        end
+      end)
+
+    %{record | calls: record.calls + 1}
   end
 
   @doc "Stops the peers and the relay."
