@@ -252,9 +252,11 @@ defmodule HRW.Cluster.Server do
 
   # Whether `pid`, registered as `scope`, is a :pg scope, told without calling it
   # (the calls of :pg would reach any process): a scope owns the ETS table named
-  # after it and was started by :pg.
+  # after it and was started by :pg's server: `pg` on OTP 25 to 27,
+  # `data_publisher` on OTP 29 (docs/MAINTAINING.md, "Internals we rely on").
   defp pg_scope?(scope, pid) do
-    :ets.info(scope, :owner) == pid and :proc_lib.translate_initial_call(pid) == {:pg, :init, 1}
+    :ets.info(scope, :owner) == pid and
+      :proc_lib.translate_initial_call(pid) in [{:pg, :init, 1}, {:data_publisher, :init, 1}]
   end
 
   defp pg_monitor? do
