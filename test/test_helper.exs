@@ -33,4 +33,7 @@ excluded =
 # x86_64 legs. `@moduletag :release_archives`: the checks of the release archives,
 # run where the archives are built (the arm64 leg).
 ExUnit.configure(exclude: excluded)
-ExUnit.start()
+# An `assert_receive` without a timeout waits 5 s (scaled on the emulated legs),
+# not ExUnit's 100 ms: a message that comes is awaited however loaded the machine;
+# only one that never comes costs the wait.
+ExUnit.start(assert_receive_timeout: HRW.TestTimeouts.ms(5_000))
