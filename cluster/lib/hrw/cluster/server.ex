@@ -26,9 +26,11 @@ defmodule HRW.Cluster.Server do
   # array of one integer, the time at which that quorum lapses, which the
   # publishing server moves as answers arrive: every lookup compares it with the
   # clock and reads the current structure as nil from then on, whatever the
-  # server is doing. That time is on the clock of `:os.perf_counter/0`, which is
-  # read in a fraction of the time `:erlang.monotonic_time/1` takes where the OS
-  # clock is a system call (see `perf_until/1`). `spec` = {structure, build_opts, overrides, entries} is what
+  # server is doing. That time is on the clock of `:os.perf_counter/0`, read in
+  # a fraction of the time `:erlang.monotonic_time/1` takes where the OS clock is
+  # a system call (see `perf_until/1`; the figures head
+  # bench/results/cluster-owner-ab-lease-2026-12-04.txt).
+  # `spec` = {structure, build_opts, overrides, entries} is what
   # the current structure was built from, so a new server can tell whether it
   # differs; `overrides_option`, `quorum` and `lease` are the publishing server's
   # (no spec holds them), `pid` is that server, so that a process registered under
