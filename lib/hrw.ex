@@ -73,11 +73,12 @@ defmodule HRW do
 
   def score(%__MODULE__{} = scorer, _key, _node) do
     _ = Options.scorer_struct!(scorer, "scorer")
-    raise ArgumentError, "HRW.score/3 expects an %HRW{} scorer, got: #{HRW.brief(scorer)}"
+    raise ArgumentError, "HRW.score/3 expects an %HRW{} scorer, got: #{HRW.Brief.brief(scorer)}"
   end
 
   def score(other, _key, _node),
-    do: raise(ArgumentError, "HRW.score/3 expects an %HRW{} scorer, got: #{HRW.brief(other)}")
+    do:
+      raise(ArgumentError, "HRW.score/3 expects an %HRW{} scorer, got: #{HRW.Brief.brief(other)}")
 
   @doc """
   The canonical 64-bit id of any term, the input to every native score.
@@ -326,21 +327,4 @@ defmodule HRW do
       moved -> length(moved) / length(keys)
     end
   end
-
-  @doc ~S"""
-  A bounded rendering of `value` for an error message, the one every `ArgumentError`
-  of hrw shows a user's value with (libraries built on hrw, such as `HRW.Cluster`,
-  word theirs the same way). Bounded in time and size whatever the value: at most 3
-  levels and 5 elements per level, binaries and atoms cut to 64 bytes (between
-  characters: UTF-8 stays UTF-8), integers beyond 64 bits described by their size.
-
-      iex> HRW.brief(%{a: [1, 2, 3, 4, 5, 6]})
-      "%{:a => [1, 2, 3, 4, 5, ...]}"
-      iex> HRW.brief(String.duplicate("x", 100)) =~ ~r/^"x{64}"\.\.\. \(100 bytes\)$/
-      true
-      iex> HRW.brief(2 ** 100)
-      "an integer of 13 bytes"
-  """
-  @spec brief(term()) :: String.t()
-  defdelegate brief(value), to: HRW.Brief
 end

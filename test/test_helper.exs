@@ -32,7 +32,11 @@ excluded =
 # run only those (docs/PLATFORMS.md, "What each leg runs"); every file runs on the
 # x86_64 legs. `@moduletag :release_archives`: the checks of the release archives,
 # run where the archives are built (the arm64 leg).
-ExUnit.configure(exclude: excluded)
+# `:integration` marks what builds or installs a project (cargo builds, `mix new`
+# apps, archives, downloads from a local mirror): minutes on a small machine, so
+# `mix test` leaves it out and `./scripts/test` (CI) runs it with
+# `--include integration`; `mix test --only integration` runs it alone.
+ExUnit.configure(exclude: [:integration | excluded])
 # An `assert_receive` without a timeout waits 5 s (scaled on the emulated legs),
 # not ExUnit's 100 ms: a message that comes is awaited however loaded the machine;
 # only one that never comes costs the wait.

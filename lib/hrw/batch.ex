@@ -11,14 +11,14 @@ defmodule HRW.Batch do
 
   import HRW.Prepared, only: [is_prepared: 1]
 
-  alias HRW.{Options, Overrides, Prepared}
+  alias HRW.{Compat, Options, Overrides, Prepared}
 
   @spec owners([term()], HRW.target(), keyword()) :: [term()]
   def owners(keys, target, opts) do
     caller = "HRW.owner_batch/3"
 
     if elixir_scored?(target, opts, caller) do
-      elixir_owners(keys, target, opts)
+      elixir_owners(keys, target, opts, caller)
     else
       native_owners(keys, target, opts, caller)
     end
@@ -30,8 +30,8 @@ defmodule HRW.Batch do
 
     cond do
       elixir_scored?(target, opts, caller) ->
-        target = Options.target!(target)
-        keys |> Options.keys!(proper: true) |> Enum.group_by(&HRW.owner(&1, target, opts))
+        owner = elixir_owner(target, opts, caller)
+        keys |> Options.keys!(proper: true) |> Enum.group_by(owner)
 
       Prepared.overrides(target) != nil ->
         # Computed natively, then only the groups that overridden keys leave or join
@@ -65,7 +65,7 @@ defmodule HRW.Batch do
       # Each side's owners (natively where it can), compared exactly here.
       [from, to] =
         Enum.zip_with([before, later], elixir?, fn
-          target, true -> elixir_owners(keys, target, opts)
+          target, true -> elixir_owners(keys, target, opts, caller)
           target, false -> native_owners(keys, target, opts, caller)
         end)
 
@@ -76,10 +76,22 @@ defmodule HRW.Batch do
     end
   end
 
-  # Scorers that run in Elixir have no native batch: one lookup per key.
-  defp elixir_owners(keys, target, opts) do
-    target = Options.target!(target)
-    keys |> Options.keys!(proper: true) |> Enum.map(&HRW.owner(&1, target, opts))
+  # Scorers that run in Elixir have no native batch: one lookup per key, as
+  # `HRW.owner/3` makes it.
+  defp elixir_owners(keys, target, opts, caller) do
+    owner = elixir_owner(target, opts, caller)
+    keys |> Options.keys!(proper: true) |> Enum.map(owner)
+  end
+
+  defp elixir_owner(target, opts, caller) do
+    case Options.target!(target) do
+      nodes when is_list(nodes) ->
+        scorer = Options.scorer!(opts, caller)
+        &Compat.owner(&1, nodes, scorer)
+
+      prepared ->
+        &Prepared.owner(&1, prepared)
+    end
   end
 
   defp native_owners(keys, target, opts, caller) do
@@ -126,7 +138,7 @@ defmodule HRW.Batch do
       other ->
         raise ArgumentError,
               "config :hrw, batch_threads must be a whole number from 1 to #{max} " <>
-                "(4 times the #{div(max, 4)} schedulers online), got: #{HRW.brief(other)}"
+                "(4 times the #{div(max, 4)} schedulers online), got: #{HRW.Brief.brief(other)}"
     end
   end
 

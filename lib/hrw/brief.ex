@@ -9,7 +9,7 @@ defmodule HRW.Brief do
   # UTF-8 whatever the value. Every message that shows a user's value goes through
   # here.
 
-  @doc "A bounded rendering of `value` for an error message (`HRW.brief/1` calls it)."
+  @doc "A bounded rendering of `value` for an error message."
   @spec brief(term()) :: String.t()
   def brief(value), do: value |> brief(3) |> IO.iodata_to_binary()
 

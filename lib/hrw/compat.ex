@@ -41,7 +41,7 @@ defmodule HRW.Compat do
 
   defp forged(scorer) do
     "an HRW.Skeleton without a resource is scored in Elixir, but its :scorer field " <>
-      "holds #{HRW.brief(scorer)}, no scorer that runs in Elixir (a %HRW{} or " <>
+      "holds #{HRW.Brief.brief(scorer)}, no scorer that runs in Elixir (a %HRW{} or " <>
       "%HRW.Weighted{} with a hash_fn of arity 1, or a struct whose module implements " <>
       "HRW.Scorer.score/3): the struct was changed by hand, build it with HRW.build/2"
   end

@@ -9,7 +9,7 @@ defmodule HRW.Options do
   # One mistake, one message, whatever the entry point (test/hrw/inputs_test.exs
   # walks them all): option messages name the caller (`"HRW.owner/3 got unknown
   # options: [:x]"`), an option's value is `"<caller> <:key> must be <what it
-  # takes>, got: <value>"`, and values are shown through `HRW.brief/1`.
+  # takes>, got: <value>"`, and values are shown through `HRW.Brief.brief/1`.
 
   import HRW.Prepared, only: [is_prepared: 1]
 
@@ -26,7 +26,8 @@ defmodule HRW.Options do
   @spec check!(term(), String.t(), [atom()]) :: :ok
   def check!(opts, caller, allowed) do
     unless is_list(opts) and Keyword.keyword?(opts) do
-      raise ArgumentError, "#{caller} expects a keyword list of options, got: #{HRW.brief(opts)}"
+      raise ArgumentError,
+            "#{caller} expects a keyword list of options, got: #{HRW.Brief.brief(opts)}"
     end
 
     keys = Keyword.keys(opts)
@@ -35,7 +36,7 @@ defmodule HRW.Options do
     # option would be reported as unknown.
     case keys |> Enum.reject(&(&1 in allowed)) |> Enum.uniq() do
       [] -> :ok
-      unknown -> raise ArgumentError, "#{caller} got unknown options: #{HRW.brief(unknown)}"
+      unknown -> raise ArgumentError, "#{caller} got unknown options: #{HRW.Brief.brief(unknown)}"
     end
 
     case Enum.uniq(keys -- Enum.uniq(keys)) do
@@ -44,7 +45,7 @@ defmodule HRW.Options do
 
       repeated ->
         raise ArgumentError,
-              "#{caller} got duplicated options: #{HRW.brief(repeated)} (give each option once)"
+              "#{caller} got duplicated options: #{HRW.Brief.brief(repeated)} (give each option once)"
     end
   end
 
@@ -94,7 +95,7 @@ defmodule HRW.Options do
   end
 
   def scorer_struct!(other, what) do
-    raise ArgumentError, "#{what} must be a scorer struct, got: #{HRW.brief(other)}"
+    raise ArgumentError, "#{what} must be a scorer struct, got: #{HRW.Brief.brief(other)}"
   end
 
   @doc "For prepared structures: true when weighted; raises for Elixir-side scorers."
@@ -110,7 +111,7 @@ defmodule HRW.Options do
       other ->
         raise ArgumentError,
               "#{caller} prepares nodes for the native scorers %HRW{} and %HRW.Weighted{}; " <>
-                "#{HRW.brief(other)} runs in Elixir, use it with a plain list"
+                "#{HRW.Brief.brief(other)} runs in Elixir, use it with a plain list"
     end
   end
 
@@ -126,7 +127,7 @@ defmodule HRW.Options do
   def integer!(value, caller, key, min, max) do
     raise ArgumentError,
           "#{caller} #{inspect(key)} must be an integer in #{min}..#{max}, " <>
-            "got: #{HRW.brief(value)}"
+            "got: #{HRW.Brief.brief(value)}"
   end
 
   @doc "A skeleton's `:cluster_size` (nodes in a leaf), an integer in `1..4096`."
@@ -146,7 +147,7 @@ defmodule HRW.Options do
     else
       {init, [last]} = Enum.split(allowed, -1)
       choices = Enum.map_join(init, ", ", &inspect/1) <> " or " <> inspect(last)
-      raise ArgumentError, "#{what} must be #{choices}, got: #{HRW.brief(value)}"
+      raise ArgumentError, "#{what} must be #{choices}, got: #{HRW.Brief.brief(value)}"
     end
   end
 
@@ -156,7 +157,7 @@ defmodule HRW.Options do
 
   def non_neg_number!(value, caller, key) do
     raise ArgumentError,
-          "#{caller} #{inspect(key)} must be a non-negative number, got: #{HRW.brief(value)}"
+          "#{caller} #{inspect(key)} must be a non-negative number, got: #{HRW.Brief.brief(value)}"
   end
 
   @doc """
@@ -167,7 +168,7 @@ defmodule HRW.Options do
   def non_neg_integer!(value, _what) when is_integer(value) and value >= 0, do: value
 
   def non_neg_integer!(value, what) do
-    raise ArgumentError, "#{what} must be a non-negative integer, got: #{HRW.brief(value)}"
+    raise ArgumentError, "#{what} must be a non-negative integer, got: #{HRW.Brief.brief(value)}"
   end
 
   @doc "`nil` or a function of arity 1, for the option that `what` names."
@@ -175,7 +176,7 @@ defmodule HRW.Options do
   def function!(fun, _what) when is_nil(fun) or is_function(fun, 1), do: fun
 
   def function!(other, what) do
-    raise ArgumentError, "#{what} must be a function of arity 1, got: #{HRW.brief(other)}"
+    raise ArgumentError, "#{what} must be a function of arity 1, got: #{HRW.Brief.brief(other)}"
   end
 
   @doc "A scorer's or `HRW.Bounded`'s `hash_fn`: `nil` or a function of arity 1."
@@ -198,7 +199,7 @@ defmodule HRW.Options do
   end
 
   def nodes!(nodes),
-    do: raise(ArgumentError, "nodes must be a non-empty list, got: #{HRW.brief(nodes)}")
+    do: raise(ArgumentError, "nodes must be a non-empty list, got: #{HRW.Brief.brief(nodes)}")
 
   @doc """
   The message for a target that is neither a node list nor a prepared structure,
@@ -208,7 +209,7 @@ defmodule HRW.Options do
   @spec not_target(term()) :: String.t()
   def not_target(other) do
     "nodes must be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
-      HRW.brief(other)
+      HRW.Brief.brief(other)
   end
 
   @doc """
@@ -225,7 +226,8 @@ defmodule HRW.Options do
   `HRW.Ring` and `HRW.Skeleton`).
   """
   @spec not_struct(term(), module()) :: String.t()
-  def not_struct(other, module), do: "expected an #{inspect(module)}, got: #{HRW.brief(other)}"
+  def not_struct(other, module),
+    do: "expected an #{inspect(module)}, got: #{HRW.Brief.brief(other)}"
 
   @doc """
   The message for a ring or skeleton whose `field` is not what its constructor
@@ -234,11 +236,11 @@ defmodule HRW.Options do
   @spec forged(struct(), atom()) :: String.t()
   def forged(%module{} = struct, field) do
     "the #{inspect(module)} struct's #{inspect(field)} field was changed by hand " <>
-      "(build it with its constructor), got: #{HRW.brief(Map.get(struct, field))}"
+      "(build it with its constructor), got: #{HRW.Brief.brief(Map.get(struct, field))}"
   end
 
   @doc """
-  Checks the fields a ring or skeleton is rebuilt from (`HRW.Prepared.rebuild/1`):
+  Checks the fields a ring or skeleton is rebuilt from (`HRW.Prepared`'s rebuild):
   `:nodes` a tuple, `:weights` `nil` or a tuple as long, a skeleton's
   `:cluster_size` in range; raises `forged/2`'s `ArgumentError` naming the first
   field that is not what the constructor made.
@@ -279,7 +281,8 @@ defmodule HRW.Options do
       else: keys
   end
 
-  def keys!(keys, _opts), do: raise(ArgumentError, "keys must be a list, got: #{HRW.brief(keys)}")
+  def keys!(keys, _opts),
+    do: raise(ArgumentError, "keys must be a list, got: #{HRW.Brief.brief(keys)}")
 
   @doc "Whether `list` is a proper list (walks it to its end)."
   @spec proper?(term()) :: boolean()

@@ -38,17 +38,17 @@ defmodule HRW.Overrides do
   def new!(other, caller, _hashed?) do
     raise ArgumentError,
           "#{caller} option :overrides must be a map of key => node or [node, ...], " <>
-            "got: #{HRW.brief(other)}"
+            "got: #{HRW.Brief.brief(other)}"
   end
 
   # The same check, and so the same refusal, as every lookup of the key makes.
   defp hashable!(key, caller) do
-    _ = HRW.term_id(key)
+    _ = HRW.Native.term_id(key)
     :ok
   rescue
     error in ArgumentError ->
       raise ArgumentError,
-            "#{caller} option :overrides: key #{HRW.brief(key)} can never be looked up " <>
+            "#{caller} option :overrides: key #{HRW.Brief.brief(key)} can never be looked up " <>
               "(#{Exception.message(error)}), so it cannot be overridden; leave it out"
   end
 
@@ -57,14 +57,14 @@ defmodule HRW.Overrides do
       Enum.uniq(nodes)
     else
       raise ArgumentError,
-            "#{caller} option :overrides: the nodes for key #{HRW.brief(key)} " <>
+            "#{caller} option :overrides: the nodes for key #{HRW.Brief.brief(key)} " <>
               "must be a proper list, got an improper list"
     end
   end
 
   defp pinned!(key, [], caller) do
     raise ArgumentError,
-          "#{caller} option :overrides: the node list for key #{HRW.brief(key)} is empty " <>
+          "#{caller} option :overrides: the node list for key #{HRW.Brief.brief(key)} is empty " <>
             "(give at least one node, or leave the key out)"
   end
 

@@ -193,19 +193,19 @@ defmodule HRW.Prepared do
   # struct can be rebuilt: `owner/2` matches just the fields it reads, so a map
   # naming the struct but lacking one ends here.
   defp rebuilt(%module{fingerprint: fingerprint} = prepared) when is_prepared(prepared) do
-    %{prepared | resource: HRW.Prepared.Cache.fetch({module, fingerprint}, prepared)}
+    %{
+      prepared
+      | resource: HRW.Prepared.Cache.fetch({module, fingerprint}, fn -> rebuild(prepared) end)
+    }
   end
 
   defp rebuilt({:list, _nodes, _weighted?} = list), do: list
   defp rebuilt(other), do: raise(ArgumentError, Options.not_target(other))
 
-  @doc """
-  Builds the resource of `prepared` again from its fields: `{resource, nodes}`
-  (`HRW.Prepared.Cache` calls it). Raises when the fields do not give the struct's
-  fingerprint (changed by hand).
-  """
-  @spec rebuild(t()) :: {reference(), non_neg_integer()}
-  def rebuild(%module{fingerprint: fingerprint} = prepared) do
+  # The resource of `prepared` built again from its fields: `{resource, nodes}`, the
+  # build `rebuilt/1` gives the cache. Raises when the fields do not give the
+  # struct's fingerprint (changed by hand).
+  defp rebuild(%module{fingerprint: fingerprint} = prepared) do
     HRW.Prepared.Cache.count_rebuild()
     :ok = Options.rebuildable!(prepared)
 

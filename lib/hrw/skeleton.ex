@@ -138,10 +138,12 @@ defmodule HRW.Skeleton do
   defimpl Inspect do
     def inspect(skeleton, _opts) do
       fanout =
-        if skeleton.fanout, do: ["fanout: #{HRW.brief(skeleton.fanout)} (ignored)"], else: []
+        if skeleton.fanout,
+          do: ["fanout: #{HRW.Brief.brief(skeleton.fanout)} (ignored)"],
+          else: []
 
       extras =
-        ["cluster_size: #{HRW.brief(skeleton.cluster_size)}"] ++
+        ["cluster_size: #{HRW.Brief.brief(skeleton.cluster_size)}"] ++
           fanout ++
           ["scorer: #{Kernel.inspect(skeleton.scorer)}" | HRW.Overrides.label(skeleton.overrides)]
 

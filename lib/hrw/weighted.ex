@@ -79,12 +79,12 @@ defmodule HRW.Weighted do
     _ = HRW.Options.scorer_struct!(scorer, "scorer")
 
     raise ArgumentError,
-          "HRW.Weighted.score/3 expects an %HRW.Weighted{} scorer, got: #{HRW.brief(scorer)}"
+          "HRW.Weighted.score/3 expects an %HRW.Weighted{} scorer, got: #{HRW.Brief.brief(scorer)}"
   end
 
   def score(other, _key, _entry) do
     raise ArgumentError,
-          "HRW.Weighted.score/3 expects an %HRW.Weighted{} scorer, got: #{HRW.brief(other)}"
+          "HRW.Weighted.score/3 expects an %HRW.Weighted{} scorer, got: #{HRW.Brief.brief(other)}"
   end
 
   @doc false
@@ -132,14 +132,14 @@ defmodule HRW.Weighted do
               (weight < -0x8000_0000_0000_0000 or weight > 0x7FFF_FFFF_FFFF_FFFF),
        do: "an integer outside the 64-bit range"
 
-  defp refused(weight), do: HRW.brief(weight)
+  defp refused(weight), do: HRW.Brief.brief(weight)
 
   # Bounded in size and time even when a tuple holds a huge integer.
   defp describe(entry) when is_tuple(entry) and tuple_size(entry) <= 3,
-    do: "{" <> Enum.map_join(Tuple.to_list(entry), ", ", &HRW.brief/1) <> "}"
+    do: "{" <> Enum.map_join(Tuple.to_list(entry), ", ", &HRW.Brief.brief/1) <> "}"
 
   defp describe(entry) when is_tuple(entry), do: "a tuple of #{tuple_size(entry)} elements"
-  defp describe(entry), do: HRW.brief(entry)
+  defp describe(entry), do: HRW.Brief.brief(entry)
 
   # `1 / weight`, saturated where it leaves the float range: the limits of
   # `normalized ** (1 / weight)` as the exponent grows (a tiny weight) or shrinks (an

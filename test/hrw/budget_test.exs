@@ -87,7 +87,7 @@ defmodule HRW.BudgetTest do
     args
     |> Enum.map(fn
       [_ | _] = list ->
-        "a list of #{HRW.brief(Enum.count(Stream.take(cells(list), 100_001)))} cells"
+        "a list of #{HRW.Brief.brief(Enum.count(Stream.take(cells(list), 100_001)))} cells"
 
       t when is_tuple(t) and tuple_size(t) > 4 ->
         "tuple(#{tuple_size(t)})"
@@ -96,7 +96,7 @@ defmodule HRW.BudgetTest do
         "resource"
 
       other ->
-        HRW.brief(other)
+        HRW.Brief.brief(other)
     end)
     |> Enum.join(", ")
   end

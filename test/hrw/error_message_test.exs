@@ -30,15 +30,15 @@ defmodule HRW.ErrorMessageTest do
     ]
   end
 
-  test "HRW.brief/1 stays short for any value" do
+  test "HRW.Brief.brief/1 stays short for any value" do
     for value <- hostile() do
-      text = HRW.brief(value)
+      text = HRW.Brief.brief(value)
       assert byte_size(text) <= @max_message, "#{byte_size(text)} bytes"
     end
 
-    assert HRW.brief([1, 2 | 3]) == "[1, 2 | 3]"
-    assert HRW.brief(%{a: 1}) == "%{:a => 1}"
-    assert HRW.brief(2 ** 70) =~ "an integer of 9 bytes"
+    assert HRW.Brief.brief([1, 2 | 3]) == "[1, 2 | 3]"
+    assert HRW.Brief.brief(%{a: 1}) == "%{:a => 1}"
+    assert HRW.Brief.brief(2 ** 70) =~ "an integer of 9 bytes"
   end
 
   defp message(fun) do
@@ -72,7 +72,9 @@ defmodule HRW.ErrorMessageTest do
       for {call, i} <- Enum.with_index(calls) do
         case HRW.TestValues.outcome(call) do
           {:raised, text} ->
-            assert byte_size(text) <= @max_message, "#{byte_size(text)} bytes: #{HRW.brief(text)}"
+            assert byte_size(text) <= @max_message,
+                   "#{byte_size(text)} bytes: #{HRW.Brief.brief(text)}"
+
             []
 
           {:returned, _} ->

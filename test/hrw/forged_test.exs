@@ -131,7 +131,7 @@ defmodule HRW.ForgedTest do
       assert_names(
         call,
         "an HRW.Skeleton without a resource is scored in Elixir, but its :scorer field holds " <>
-          HRW.brief(scorer),
+          HRW.Brief.brief(scorer),
         "#{name} with scorer #{inspect(scorer)}"
       )
     end

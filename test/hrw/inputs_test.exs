@@ -25,7 +25,7 @@ defmodule HRW.InputsTest do
 
   defp assert_one_message(calls, value, expected) do
     assert mismatches(calls, value, expected) == [],
-           "for #{HRW.brief(value)}, expected #{inspect(expected)} everywhere"
+           "for #{HRW.Brief.brief(value)}, expected #{inspect(expected)} everywhere"
   end
 
   # Every function that takes a lookup target (a node list, a ring or a skeleton),
@@ -78,7 +78,7 @@ defmodule HRW.InputsTest do
         target_calls(),
         target,
         "nodes must be a non-empty list, an HRW.Ring or an HRW.Skeleton, got: " <>
-          HRW.brief(target)
+          HRW.Brief.brief(target)
       )
     end
 
@@ -86,7 +86,7 @@ defmodule HRW.InputsTest do
       assert_one_message(
         builder_calls(),
         nodes,
-        "nodes must be a non-empty list, got: #{HRW.brief(nodes)}"
+        "nodes must be a non-empty list, got: #{HRW.Brief.brief(nodes)}"
       )
     end
 
@@ -100,7 +100,12 @@ defmodule HRW.InputsTest do
     for {module, other} <- [{HRW.Ring, skeleton}, {HRW.Skeleton, ring}],
         value <- [:x, other, @nodes] do
       calls = for fun <- [:nodes, :size, :overrides], do: {"#{fun}", &apply(module, fun, [&1])}
-      assert_one_message(calls, value, "expected an #{inspect(module)}, got: #{HRW.brief(value)}")
+
+      assert_one_message(
+        calls,
+        value,
+        "expected an #{inspect(module)}, got: #{HRW.Brief.brief(value)}"
+      )
     end
   end
 
@@ -133,7 +138,7 @@ defmodule HRW.InputsTest do
       calls = [{caller, call}]
 
       for opts <- [:x, [:x], %{}, [{"scorer", %HRW{}}], [{:a, 1} | :tail]] do
-        expected = "#{caller} expects a keyword list of options, got: #{HRW.brief(opts)}"
+        expected = "#{caller} expects a keyword list of options, got: #{HRW.Brief.brief(opts)}"
         assert_one_message(calls, opts, expected)
       end
 
@@ -154,7 +159,7 @@ defmodule HRW.InputsTest do
       assert_one_message(
         [{caller, call}],
         [scorer: scorer],
-        "scorer must be a scorer struct, got: #{HRW.brief(scorer)}"
+        "scorer must be a scorer struct, got: #{HRW.Brief.brief(scorer)}"
       )
     end
   end
@@ -174,7 +179,7 @@ defmodule HRW.InputsTest do
       assert_one_message(
         calls,
         count,
-        "count must be a non-negative integer, got: #{HRW.brief(count)}"
+        "count must be a non-negative integer, got: #{HRW.Brief.brief(count)}"
       )
     end
   end
@@ -194,7 +199,7 @@ defmodule HRW.InputsTest do
     ]
 
     for keys <- [:keys, "keys", %{}, {"a", "b"}] do
-      assert_one_message(calls, keys, "keys must be a list, got: #{HRW.brief(keys)}")
+      assert_one_message(calls, keys, "keys must be a list, got: #{HRW.Brief.brief(keys)}")
     end
 
     assert_one_message(calls, ["a", "b" | :tail], "keys must be a proper list")

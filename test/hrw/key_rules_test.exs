@@ -137,7 +137,7 @@ defmodule HRW.KeyRulesTest do
 
       for {entry, answer} <- answers do
         assert answer == expected,
-               "#{label}, key #{HRW.brief(key)}: #{entry} answered #{inspect(answer)}, " <>
+               "#{label}, key #{HRW.Brief.brief(key)}: #{entry} answered #{inspect(answer)}, " <>
                  "owner/3 #{inspect(expected)}"
       end
 
@@ -145,14 +145,14 @@ defmodule HRW.KeyRulesTest do
 
       cond do
         too_deep? and hashed? ->
-          assert expected == {:error, ArgumentError}, "#{label}: #{HRW.brief(key)}"
+          assert expected == {:error, ArgumentError}, "#{label}: #{HRW.Brief.brief(key)}"
 
         target_overrides(target) |> Map.has_key?(key) ->
           [pinned | _] = Map.fetch!(target_overrides(target), key)
-          assert expected == {:ok, pinned}, "#{label}: #{HRW.brief(key)}"
+          assert expected == {:ok, pinned}, "#{label}: #{HRW.Brief.brief(key)}"
 
         true ->
-          assert {:ok, _} = expected, "#{label}: #{HRW.brief(key)}"
+          assert {:ok, _} = expected, "#{label}: #{HRW.Brief.brief(key)}"
       end
     end
   end

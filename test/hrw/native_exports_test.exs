@@ -48,6 +48,7 @@ defmodule HRW.NativeExportsTest do
     # `:erlang.load_nif/2` refuses a library that has a NIF the module lacks
     # ("Function not found"), so the load succeeds only if the library has no
     # twin; the ids it answers are the test build's.
+    @tag :integration
     @tag timeout: 600_000
     test "the release archive's library has only the NIFs lib/ calls" do
       root = Path.expand("../..", __DIR__)

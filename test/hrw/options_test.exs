@@ -22,7 +22,7 @@ defmodule HRW.OptionsTest do
 
   test ":cluster_size and :fanout have one range each" do
     for bad <- [0, 4097, :big, 2 ** 64] do
-      suffix = ":cluster_size must be an integer in 1..4096, got: #{HRW.brief(bad)}"
+      suffix = ":cluster_size must be an integer in 1..4096, got: #{HRW.Brief.brief(bad)}"
       assert message(fn -> HRW.build(["a"], cluster_size: bad) end) == "HRW.build/2 " <> suffix
     end
 

@@ -118,8 +118,9 @@ defmodule HRW.ReloadTest do
   # release's hot upgrade) once failed the NIF's on_load ("upgrade not supported"),
   # after which calls through HRW.Native's funs raised BadFunctionError or crashed
   # the VM. Each case runs in a :peer node, so a crash fails the test (the peer goes
-  # down) instead of ending the suite.
-  use ExUnit.Case, async: false
+  # down) instead of ending the suite. The code operations run on the peer, never
+  # in this VM, so the module runs beside the others.
+  use ExUnit.Case, async: true
 
   alias HRW.ReloadDriver
 

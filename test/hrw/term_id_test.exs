@@ -143,9 +143,9 @@ defmodule HRW.TermIdTest do
 
   test "boundary values match the written spec" do
     for {term, id} <- @boundary do
-      assert HRW.term_id(term) == id, "id of #{HRW.brief(term)}"
+      assert HRW.term_id(term) == id, "id of #{HRW.Brief.brief(term)}"
       # The dirty twin (no budget) gives the same id as the normal path.
-      assert HRW.NativeProbe.dirty_term_id(term) == id, "dirty id of #{HRW.brief(term)}"
+      assert HRW.NativeProbe.dirty_term_id(term) == id, "dirty id of #{HRW.Brief.brief(term)}"
     end
   end
 

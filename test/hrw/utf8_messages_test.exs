@@ -43,12 +43,13 @@ defmodule HRW.Utf8MessagesTest do
     assert byte_size(text) <= @max_message, "#{what}: #{byte_size(text)} bytes"
   end
 
-  test "HRW.brief/1 of multi-byte text is valid UTF-8 and shows whole characters" do
-    for {value, v} <- Enum.with_index(hostile()), do: assert_valid(HRW.brief(value), "value #{v}")
+  test "HRW.Brief.brief/1 of multi-byte text is valid UTF-8 and shows whole characters" do
+    for {value, v} <- Enum.with_index(hostile()),
+        do: assert_valid(HRW.Brief.brief(value), "value #{v}")
 
     # What is shown is the start of the text, cut between characters.
     for text <- texts() do
-      [_, shown] = Regex.run(~r/^"(.*)"\.\.\. \(\d+ bytes\)$/us, HRW.brief(text))
+      [_, shown] = Regex.run(~r/^"(.*)"\.\.\. \(\d+ bytes\)$/us, HRW.Brief.brief(text))
       assert String.starts_with?(text, shown)
       assert byte_size(shown) >= 64 - 12
       # Between graphemes: the rest of the text starts a new one.
@@ -57,14 +58,14 @@ defmodule HRW.Utf8MessagesTest do
     end
 
     atom = String.to_atom(String.duplicate("é", 100))
-    assert HRW.brief(atom) == ":" <> String.duplicate("é", 31) <> "..."
+    assert HRW.Brief.brief(atom) == ":" <> String.duplicate("é", 31) <> "..."
 
     # A grapheme longer than the cut is cut between its code points.
-    assert HRW.brief("e" <> String.duplicate("\u0301", 300)) ==
+    assert HRW.Brief.brief("e" <> String.duplicate("\u0301", 300)) ==
              ~s["e] <> String.duplicate("\u0301", 31) <> ~s["... (601 bytes)]
 
     # Bytes that are not UTF-8 are still shown as bytes.
-    assert HRW.brief(:binary.copy(<<0xC3>>, 100)) =~ ~r/^<<195, 195, /
+    assert HRW.Brief.brief(:binary.copy(<<0xC3>>, 100)) =~ ~r/^<<195, 195, /
   end
 
   # The (call, value) pairs, by index, that answer instead of raising: a list of

@@ -4,6 +4,7 @@ defmodule Mix.HrwNative.CacheTest do
   # others can write, links planted at the names of temporary files, huge or
   # tampered cache entries, a decompression bomb whose checksum matches.
   use ExUnit.Case, async: false
+  @moduletag :integration
 
   import HRW.Test.NativeMirror
 

@@ -7,6 +7,7 @@ defmodule Mix.HrwNative.DownloadTest do
   # The archive is hand-made (no cargo build); a stand-in cargo shows whether the
   # task fell back to a build.
   use ExUnit.Case, async: false
+  @moduletag :integration
 
   import HRW.Test.NativeMirror
 

@@ -6,6 +6,7 @@ defmodule Mix.HrwNative.HttpClientTest do
   # while a slow build runs); nothing it reports reaches the output (no secret,
   # no stack trace); every way it fails is a sentence, never a term.
   use ExUnit.Case, async: false
+  @moduletag :integration
 
   import ExUnit.CaptureIO
   import ExUnit.CaptureLog

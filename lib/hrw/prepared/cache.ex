@@ -4,7 +4,8 @@ defmodule HRW.Prepared.Cache do
   # ring or skeleton that arrives from another node (or from a binary whose
   # resource was collected) is rebuilt once per node, not once per process that
   # uses it. When a structure is stale and what is retried is `HRW.Prepared`'s
-  # rule; this is only where its rebuilds are kept.
+  # rule; this is only where its rebuilds are kept: the caller passes the build,
+  # so this module knows nothing of rings and skeletons.
   #
   #   * Where: a public ETS table, `{{module, fingerprint}, resource, nodes, used_ms,
   #     order}` (`order` a monotonic integer, for LRU), read by the callers directly; owned by this small server, started by the
@@ -44,14 +45,15 @@ defmodule HRW.Prepared.Cache do
 
   @doc """
   The resource for `key`: from the table, from a build another process is running,
-  or built here with `HRW.Prepared.rebuild/1` and shared.
+  or made here by `build` (which returns `{resource, node_count}`) and shared. The
+  build runs in the calling process, never in the server.
   """
-  @spec fetch(key(), HRW.Prepared.t()) :: reference()
-  def fetch(key, prepared) do
+  @spec fetch(key(), (() -> {reference(), non_neg_integer()})) :: reference()
+  def fetch(key, build) do
     case lookup(key) do
       {:ok, resource} -> resource
-      :miss -> claim(key, prepared)
-      :no_table -> prepared |> HRW.Prepared.rebuild() |> elem(0)
+      :miss -> claim(key, build)
+      :no_table -> elem(build.(), 0)
     end
   end
 
@@ -69,7 +71,7 @@ defmodule HRW.Prepared.Cache do
     ArgumentError -> :no_table
   end
 
-  defp claim(key, prepared) do
+  defp claim(key, build) do
     case GenServer.call(__MODULE__, {:claim, key}, :infinity) do
       {:ok, resource} ->
         resource
@@ -77,7 +79,7 @@ defmodule HRW.Prepared.Cache do
       :build ->
         {resource, nodes} =
           try do
-            HRW.Prepared.rebuild(prepared)
+            build.()
           catch
             kind, reason ->
               GenServer.cast(__MODULE__, {:failed, key, self()})
@@ -90,10 +92,10 @@ defmodule HRW.Prepared.Cache do
   catch
     # The server stopped (the application is stopping): build here.
     :exit, {reason, {GenServer, :call, _}} when reason in [:noproc, :shutdown, :normal] ->
-      prepared |> HRW.Prepared.rebuild() |> elem(0)
+      elem(build.(), 0)
   end
 
-  @doc "Counts one rebuild (`HRW.Prepared.rebuild/1` calls it)."
+  @doc "Counts one rebuild (each build given to `fetch/2` calls it)."
   @spec count_rebuild() :: :ok
   def count_rebuild do
     case :persistent_term.get(@counter, nil) do

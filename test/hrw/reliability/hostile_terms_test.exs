@@ -4,13 +4,13 @@ defmodule HRW.Reliability.HostileTermsTest do
   binaries and integers, improper lists, node-local terms, structs changed by hand.
   Whatever the input, every call answers or raises `ArgumentError`.
 
-  `HRW_LONG=1 mix test test/hrw/reliability` runs the longer soak of every file
-  here.
+  `HRW_TEST_SIZE=long mix test test/hrw/reliability` runs the longer soak of every
+  file here (`HRW.TestSize`).
   """
   use ExUnit.Case, async: true
   @moduletag :cpu_dependent
 
-  @long System.get_env("HRW_LONG") in ["1", "true"]
+  @long HRW.TestSize.level() == :long
 
   @moduletag timeout: HRW.TestTimeouts.ms(if(@long, do: 1_800_000, else: 600_000))
 

@@ -1,14 +1,14 @@
 defmodule HRW.Reliability.MemoryTest do
   @moduledoc """
   Building and dropping structures returns memory to its baseline: resources are
-  freed by the garbage collector. `HRW_LONG=1` builds and drops 1M structures
-  instead of 100k.
+  freed by the garbage collector. 20k structures in `mix test`, 100k in
+  `./scripts/test`, 1M with `HRW_TEST_SIZE=long` (`HRW.TestSize`).
   """
   # Measures the VM's total memory: nothing else may run meanwhile.
   use ExUnit.Case, async: false
 
-  @long System.get_env("HRW_LONG") in ["1", "true"]
-  @structures if @long, do: 1_000_000, else: 100_000
+  @long HRW.TestSize.level() == :long
+  @structures HRW.TestSize.pick(quick: 20_000, ci: 100_000, long: 1_000_000)
 
   @moduletag timeout: HRW.TestTimeouts.ms(if(@long, do: 1_800_000, else: 600_000))
 
