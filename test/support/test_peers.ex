@@ -8,11 +8,19 @@ defmodule HRW.TestPeers do
   # BEAM nodes. Node names carry the OS pid, so concurrent test runs on one machine
   # do not clash.
 
-  @doc "Starts distribution once (and epmd), and silences global's partition warnings."
+  @doc """
+  Starts distribution once (and epmd, on the port `ERL_EPMD_PORT` names, else
+  4369), and silences global's partition warnings.
+  """
   def distributed! do
     unless Node.alive?() do
-      {_, 0} = System.cmd("epmd", ["-daemon"])
-      {:ok, _} = Node.start(:"hrw_test_#{System.pid()}@127.0.0.1", :longnames)
+      epmd!()
+      name = :"hrw_test_#{System.pid()}@127.0.0.1"
+
+      case Node.start(name, :longnames) do
+        {:ok, _} -> :ok
+        {:error, reason} -> raise "could not start distribution as #{name}: #{inspect(reason)}"
+      end
     end
 
     # When peers stop one after another, global may ask a stopping peer to
@@ -20,6 +28,33 @@ defmodule HRW.TestPeers do
     case :logger.add_primary_filter(__MODULE__, {&__MODULE__.drop_partition_warning/2, nil}) do
       :ok -> :ok
       {:error, {:already_exist, _}} -> :ok
+    end
+  end
+
+  # `epmd -daemon` returns once it has forked, before the daemon listens: a
+  # `Node.start/2` right after it can find no epmd (econnrefused, then
+  # `{:EXIT, :nodistribution}`), as on a fresh machine under load. So epmd is asked
+  # for its names, as distribution will ask it, until it answers; an epmd already
+  # running answers at once (the new daemon, finding its port taken, exits).
+  defp epmd! do
+    {_, 0} = System.cmd("epmd", ["-daemon"])
+    deadline = System.monotonic_time(:millisecond) + HRW.TestTimeouts.ms(30_000)
+    await_epmd(deadline)
+  end
+
+  defp await_epmd(deadline) do
+    case :erl_epmd.names() do
+      {:ok, _names} ->
+        :ok
+
+      {:error, reason} ->
+        if System.monotonic_time(:millisecond) > deadline do
+          raise "epmd started with `epmd -daemon` does not answer on port " <>
+                  "#{System.get_env("ERL_EPMD_PORT", "4369")}: #{inspect(reason)}"
+        end
+
+        Process.sleep(20)
+        await_epmd(deadline)
     end
   end
 
