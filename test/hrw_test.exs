@@ -78,8 +78,11 @@ defmodule HRWTest do
       end
     end
 
-    test "spreads keys evenly over 10, 100 and 1000 nodes (chi-square)" do
-      keys = 100_000
+    # 30 keys per node at 1000 nodes in the quick run, 100 in ./scripts/test.
+    @keys HRW.TestSize.pick(quick: 30_000, ci: 100_000, long: 100_000)
+
+    test "spreads keys evenly over 10, 100 and 1000 nodes (chi-square, #{@keys} keys)" do
+      keys = @keys
 
       for n <- [10, 100, 1000] do
         nodes = node_names(n)

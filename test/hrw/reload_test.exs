@@ -115,9 +115,9 @@
 
 defmodule HRW.ReloadTest do
   # Reloading HRW.Native (`:code.load_file/1`, IEx's `r/1` and `recompile`, a
-  # release's hot upgrade) once failed the NIF's on_load ("upgrade not supported"),
-  # after which calls through HRW.Native's funs raised BadFunctionError or crashed
-  # the VM. Each case runs in a :peer node, so a crash fails the test (the peer goes
+  # release's hot upgrade) must keep every function answering: a NIF library whose
+  # on_load fails on a reload leaves calls through HRW.Native's funs raising
+  # BadFunctionError or crashing the VM. Each case runs in a :peer node, so a crash fails the test (the peer goes
   # down) instead of ending the suite. The code operations run on the peer, never
   # in this VM, so the module runs beside the others.
   use ExUnit.Case, async: true
@@ -205,8 +205,7 @@ defmodule HRW.ReloadTest do
   # After a delete, the loopers' next calls load the module again (interactive
   # mode), so its on_load may be running when the test asks for it: the test asks
   # as those callers do. OTP 25's code server never answers a `:code.load_file/1`
-  # that waits behind another process's on_load, whatever the module; OTP 29 answers
-  # (bench/results/otp-load-file-race-2026-12-02.txt).
+  # that waits behind another process's on_load, whatever the module; OTP 29 answers.
   defp run(node, :ensure_loaded),
     do: assert({:module, HRW.Native} = remote(node, :ensure_loaded))
 

@@ -26,9 +26,8 @@
 /// The whole budget of one normal-scheduler call. A NIF call on a normal
 /// scheduler should stay well under ~1 ms, and a first, cache-cold pass over a
 /// list costs more than the warm work the units stand for, so the budget is less
-/// than half of that. `mix hrw.stalls` (bench/results/hrw.stalls-2026-12-01.txt)
-/// measures the worst normal-scheduler stall of every public function at the
-/// largest input this budget lets through.
+/// than half of that. `mix hrw.stalls` measures the worst normal-scheduler stall
+/// of every public function at the largest input this budget lets through.
 pub const NORMAL_BUDGET: u64 = 400_000;
 
 /// Units in 1% of a scheduler's time slice: the whole budget is one slice.
@@ -195,8 +194,8 @@ pub mod work {
 // ---------------------------------------------------------------------------
 // Steps: the units everything else is made of
 
-/// One N3 score of a prepared node (a scan step; ns per node by backend in
-/// bench/results/scan_bench-2026-12-01.txt).
+/// One N3 score of a prepared node (a scan step; `examples/scan_bench.rs` gives
+/// ns per node by backend).
 pub const SCORE: u64 = 2;
 /// One weighted cost (N3 score, its logarithm, a division; bounds skip most logs).
 pub const WEIGHTED_SCORE: u64 = 24;

@@ -60,8 +60,7 @@
 //! of removing it: eight descents go down in lock-step (their loads are
 //! independent, so they are in flight together) and all eight leaf blocks are
 //! requested before the first is scanned. `examples/skeleton_layout.rs` measures
-//! both, one lookup at a time and in batches, from 10 to 1M nodes
-//! (bench/results/skeleton_layout-2026-12-01.txt).
+//! both, one lookup at a time and in batches, from 10 to 1M nodes.
 //!
 //! Not adopted: a copy of the trie packed three levels to a 64-byte line (the high
 //! halves of seven thresholds and eight child references; the low halves apart,
@@ -77,7 +76,7 @@
 //! keys it wins in its leaf (about 1/N), and, when its leaf overflows and splits,
 //! about half of that leaf's keys. Removing is symmetric: never a reshuffle, at any
 //! N (tests `churn_*`; keys moved per join and leave, times N, by
-//! `examples/skeleton_sim.rs` in bench/results/skeleton_sim-2026-12-01.txt).
+//! `examples/skeleton_sim.rs`).
 //!
 //! Not adopted (`skeleton_sim --v2`, module `radix` of `examples/skeleton_sim.rs`):
 //! an aligned radix-16 trie where each internal node picks its child by weighted
