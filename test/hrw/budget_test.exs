@@ -204,9 +204,13 @@ defmodule HRW.BudgetTest do
     assert probe(:ring_new, [names(22_000), false]) == :needs_dirty
   end
 
+  # The deepest skeleton: about 12 levels above its 16-node leaves in the quick run,
+  # 13 in ./scripts/test.
+  @deep HRW.TestSize.pick(quick: 50_000, ci: 100_000, long: 100_000)
+
   test "skeletons charge every level, every leaf node scanned and every rank" do
     shapes =
-      for n <- [1, 5, 16, 17, 1_000, 100_000],
+      for n <- [1, 5, 16, 17, 1_000, @deep],
           leaf <- [1, 4, 16, 256, 4096],
           weighted? <- [false, true],
           leaf <= max(n, 16),
@@ -276,9 +280,12 @@ defmodule HRW.BudgetTest do
     assert length(HRW.owners("k", s, 6666)) == 6666
   end
 
+  # A million nodes in ./scripts/test, 200,000 in the quick run.
+  @big HRW.TestSize.pick(quick: 200_000, ci: 1_000_000, long: 1_000_000)
+
   @tag timeout: HRW.TestTimeouts.ms(300_000)
   test "batches charge keys, lookups and results, never the size of the target" do
-    big = HRW.build(names(1_000_000))
+    big = HRW.build(names(@big))
     skeletons = [HRW.build(names(10)), HRW.build(names(10_000)), big]
     rings = [HRW.Ring.new(names(10)), HRW.Ring.new(names(5_000))]
     lists = [{:list, names(10), false}, {:list, weighted(names(1_000)), true}]
@@ -291,7 +298,8 @@ defmodule HRW.BudgetTest do
       probe(:batch_moves, [keys, t, hd(targets), 1])
     end
 
-    # One key against a million nodes costs one lookup: the nodes tuple is never read.
+    # One key against the largest skeleton costs one lookup: the nodes tuple is never
+    # read.
     one = ["key"]
     big_t = HRW.Prepared.nif_target(big)
 
