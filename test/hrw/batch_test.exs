@@ -15,8 +15,12 @@ defmodule HRW.BatchTest do
 
   @weighted %HRW.Weighted{}
 
+  # Nodes of the targets below: a list scores every node for every key, so the
+  # quick run takes fewer; either way a skeleton has several levels of 16-node leaves.
+  @nodes HRW.TestSize.pick(quick: 100, ci: 300, long: 300)
+
   defp targets do
-    nodes = node_names(300)
+    nodes = node_names(@nodes)
     weighted = Enum.map(nodes, &{&1, :erlang.phash2(&1, 4) + 1})
 
     [
