@@ -3,11 +3,20 @@ defmodule HRW.FreshEpmdTest do
   # ERL_EPMD_PORT at a port no epmd listens on, starts distribution through
   # `HRW.TestPeers.distributed!/0` (which starts that epmd) and a :peer node through
   # `HRW.TestPeers.start_peer/3`, then looks a key up there. `Node.start/2` right
-  # after `epmd -daemon` once found no epmd listening yet on a loaded machine.
+  # after `epmd -daemon` can find no epmd listening yet on a loaded machine.
   use ExUnit.Case, async: true
+
+  # The helpers come from the code path of a test build; a release build (the
+  # emulated legs of scripts/test-matrix) compiled them in memory only.
+  @support Path.expand("../support", __DIR__)
 
   @script """
   ExUnit.start(autorun: false)
+
+  unless Code.ensure_loaded?(HRW.TestPeers) do
+    for file <- ["test_timeouts.ex", "test_peers.ex"],
+        do: Code.require_file(file, #{inspect(@support)})
+  end
 
   defmodule FreshEpmd do
     use ExUnit.Case
