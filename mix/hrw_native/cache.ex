@@ -38,7 +38,7 @@ defmodule Mix.HrwNative.Cache do
         :ok
 
       {:error, reason} ->
-        Mix.shell().error("hrw: not using the archive cache (HRW_NATIVE_CACHE_DIR): #{reason}")
+        Mix.shell().error("hrw: not using the archive cache: #{reason}")
         {:untrusted, reason}
     end
   end

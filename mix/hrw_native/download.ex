@@ -118,10 +118,12 @@ defmodule Mix.HrwNative.Download do
         :exit_status,
         packet: 4,
         cd: "/",
-        args: ~w(-noinput -kernel logger_level none -hrw_native_download -pa) ++
-          [Path.dirname(:code.which(Kernel)), "-eval", @boot],
-        env: [{~c"ERL_CRASH_DUMP_SECONDS", ~c"0"}, {~c"ERL_CRASH_DUMP", ~c"/dev/null"}] ++
-          for(name <- ~w(ERL_AFLAGS ERL_FLAGS ERL_ZFLAGS), do: {~c"#{name}", false})
+        args:
+          ~w(-noinput -kernel logger_level none -hrw_native_download -pa) ++
+            [Path.dirname(:code.which(Kernel)), "-eval", @boot],
+        env:
+          [{~c"ERL_CRASH_DUMP_SECONDS", ~c"0"}, {~c"ERL_CRASH_DUMP", ~c"/dev/null"}] ++
+            for(name <- ~w(ERL_AFLAGS ERL_FLAGS ERL_ZFLAGS), do: {~c"#{name}", false})
       ])
 
     Port.command(port, :erlang.term_to_binary({code, {url, opts}}))

@@ -107,7 +107,15 @@ defmodule Mix.HrwNative.Precompiled do
   end
 
   defp download_and_cache(name, expected, cached, opts, cache?) do
-    url = String.trim_trailing(opts.base_url, "/") <> "/" <> name
+    # The name goes at the end of the base URL's path; its query (a signed
+    # URL's) is kept, its fragment (never sent) dropped.
+    {base, query} =
+      case opts.base_url |> String.split("#", parts: 2) |> hd() |> String.split("?", parts: 2) do
+        [base, query] -> {base, "?" <> query}
+        [base] -> {base, ""}
+      end
+
+    url = String.trim_trailing(base, "/") <> "/" <> name <> query
 
     download_opts = %{
       timeout_ms: Map.get(opts, :timeout_ms, @default_timeout_ms),

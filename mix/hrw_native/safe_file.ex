@@ -75,10 +75,12 @@ defmodule Mix.HrwNative.SafeFile do
   @doc """
   Reads the file `path` that this user owns, if it is a regular file of at most
   `max` bytes, so that nothing swapped in at its name can block or mislead the
-  read: it is opened for reading and writing (which never waits for a writer, as
-  a read-only open of a FIFO does; nothing is written) and then checked as
-  opened: a regular file, the one `lstat` saw. On a read-only filesystem, where
-  nothing can be swapped in, it is opened for reading. `{:error, :enoent}` when
+  read: a file its owner may write is opened for reading and writing (which
+  never waits for a writer, as a read-only open of a FIFO does; nothing is
+  written), one it may not (a read-only cache) or on a read-only filesystem for
+  reading, and then checked as opened: a regular file, the one `lstat` saw.
+  (Only the folders' owner can swap anything in: callers read in folders others
+  cannot write.) `{:error, :enoent}` when
   there is none, `{:error, :changed}` when it was replaced while opened,
   `{:error, {:not_ours, message}}` when another user owns it, `{:error, message}`
   for anything else.
@@ -97,7 +99,7 @@ defmodule Mix.HrwNative.SafeFile do
   @spec read_opened(Path.t(), File.Stat.t(), non_neg_integer()) ::
           {:ok, binary()} | {:error, :enoent | :changed | String.t()}
   def read_opened(path, seen, max) do
-    with {:ok, fd} <- open_own(path) do
+    with {:ok, fd} <- open_own(path, seen) do
       try do
         with {:ok, opened} <- :file.read_file_info(fd, time: :posix),
              :ok <- same(path, seen, File.Stat.from_record(opened)) do
@@ -129,12 +131,22 @@ defmodule Mix.HrwNative.SafeFile do
   end
 
   defp ours(path, %File.Stat{uid: uid}) do
-    if windows?() or uid == our_uid(),
-      do: :ok,
-      else: {:error, {:not_ours, "#{path} belongs to user #{uid}, not to this one"}}
+    case windows?() or our_uid() do
+      true -> :ok
+      {:ok, ^uid} -> :ok
+      {:ok, _} -> {:error, {:not_ours, "#{path} belongs to user #{uid}, not to this one"}}
+      {:error, why} -> {:error, "#{path} cannot be told to be ours: #{why}"}
+    end
   end
 
-  defp open_own(path) do
+  defp open_own(path, %File.Stat{mode: mode}) when (mode &&& 0o200) == 0,
+    do:
+      with(
+        {:error, reason} <- :file.open(path, [:read, :binary, :raw]),
+        do: open_error(path, reason)
+      )
+
+  defp open_own(path, _seen) do
     case :file.open(path, [:read, :write, :binary, :raw]) do
       {:ok, fd} ->
         {:ok, fd}
@@ -192,7 +204,10 @@ defmodule Mix.HrwNative.SafeFile do
         windows?() ->
           :ok
 
-        uid != our_uid() ->
+        match?({:error, _}, our_uid()) ->
+          {:error, "#{dir} cannot be told to be ours: #{elem(our_uid(), 1)}"}
+
+        our_uid() != {:ok, uid} ->
           {:error, "#{dir} belongs to user #{uid}, not to this one: it is not used"}
 
         (mode &&& 0o022) != 0 ->
@@ -214,15 +229,32 @@ defmodule Mix.HrwNative.SafeFile do
   defp windows?, do: match?({:win32, _}, :os.type())
 
   @doc """
-  `:ok` when the folder `dir` (created if missing) may be written: it is ours, or
-  nobody else can write to it. `{:error, message}` naming it otherwise. Not
-  checked on Windows, whose permissions are not POSIX modes.
+  `:ok` when the folder `dir` (created if missing) and its parent may be
+  written: nobody but their owner can write to them. One of ours that others can
+  write (mode 0777, as an earlier version could leave it) is closed to them
+  (0755) and `{:repaired, message}` says so. `{:error, message}` naming it when
+  it is another user's that others can write, or cannot be closed. Not checked
+  on Windows, whose permissions are not POSIX modes.
   """
-  @spec trusted_dir(Path.t()) :: :ok | {:error, String.t()}
+  @spec trusted_dir(Path.t()) :: :ok | {:repaired, String.t()} | {:error, String.t()}
   def trusted_dir(dir) do
     with :ok <- mkdir(dir, 0o755),
-         {:ok, stat} <- stat(dir) do
-      check_owner(dir, stat)
+         {:ok, parent} <- checked(Path.dirname(dir)),
+         {:ok, own} <- checked(dir) do
+      case Enum.reject([parent, own], &is_nil/1) do
+        [] -> :ok
+        said -> {:repaired, Enum.join(said, "; ")}
+      end
+    end
+  end
+
+  defp checked(folder) do
+    with {:ok, stat} <- stat(folder) do
+      case check_owner(folder, stat) do
+        :ok -> {:ok, nil}
+        {:repaired, why} -> {:ok, why}
+        error -> error
+      end
     end
   end
 
@@ -250,39 +282,69 @@ defmodule Mix.HrwNative.SafeFile do
   end
 
   defp check_owner(dir, %File.Stat{uid: uid, mode: mode}) do
+    shown = Integer.to_string(mode &&& 0o7777, 8)
+
     cond do
-      windows?() ->
+      windows?() or (mode &&& 0o022) == 0 ->
         :ok
 
-      (mode &&& 0o022) != 0 and uid != our_uid() ->
-        {:error,
-         "#{dir} can be written by other users (mode #{Integer.to_string(mode &&& 0o7777, 8)}) " <>
-           "and belongs to user #{uid}, not to this one: it is not used"}
+      our_uid() == {:ok, uid} ->
+        case :file.change_mode(dir, mode &&& 0o7755) do
+          :ok ->
+            {:repaired,
+             "#{dir} could be written by other users (mode #{shown}): it is now " <>
+               Integer.to_string(mode &&& 0o7755, 8)}
+
+          {:error, reason} ->
+            {:error,
+             "#{dir} can be written by other users (mode #{shown}) and its mode cannot be " <>
+               "changed (#{:file.format_error(reason)})"}
+        end
 
       true ->
-        :ok
+        whose =
+          case our_uid() do
+            {:ok, _} -> "not to this one"
+            {:error, why} -> "which cannot be told to be this one (#{why})"
+          end
+
+        {:error,
+         "#{dir} can be written by other users (mode #{shown}) and belongs to user #{uid}, " <>
+           "#{whose}: it is not used"}
     end
   end
 
-  # The owner of a file this process creates (OTP has no getuid/0); nil when no
-  # file can be created, and then no folder counts as ours.
+  # This process's user id (OTP has no getuid/0): the owner of /proc/self on
+  # Linux, else of a file it creates; {:error, why} when neither can be had.
   defp our_uid do
-    case :persistent_term.get({__MODULE__, :uid}, nil) do
-      nil ->
-        probe = temp_name(Path.join(System.tmp_dir() || ".", "hrw-uid"))
+    with nil <- :persistent_term.get({__MODULE__, :uid}, nil) do
+      uid = with {:error, _} <- proc_uid(), do: probe_uid()
+      if match?({:ok, _}, uid), do: :persistent_term.put({__MODULE__, :uid}, uid)
+      uid
+    end
+  end
 
-        with {:ok, fd} <- :file.open(probe, [:write, :exclusive, :raw]),
-             :ok <- :file.close(fd),
-             {:ok, %File.Stat{uid: uid}} <- File.lstat(probe) do
-          _ = File.rm(probe)
-          :persistent_term.put({__MODULE__, :uid}, uid)
-          uid
-        else
-          _ -> nil
-        end
+  defp proc_uid do
+    case File.stat("/proc/self") do
+      {:ok, %File.Stat{uid: uid}} -> {:ok, uid}
+      {:error, _} = error -> error
+    end
+  end
 
-      uid ->
-        uid
+  defp probe_uid do
+    tmp = System.tmp_dir() || "."
+    probe = temp_name(Path.join(tmp, "hrw-uid"))
+
+    with {:ok, fd} <- :file.open(probe, [:write, :exclusive, :raw]),
+         :ok <- :file.close(fd),
+         {:ok, %File.Stat{uid: uid}} <- File.lstat(probe) do
+      _ = File.rm(probe)
+      {:ok, uid}
+    else
+      {:error, reason} ->
+        {:error,
+         "this process's user id is learnt from a file it creates, and none can be " <>
+           "created in #{tmp} (#{:file.format_error(reason)})"}
     end
   end
 end

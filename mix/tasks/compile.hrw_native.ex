@@ -102,8 +102,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
       {:refused, reason} ->
         Mix.raise(
           "refusing the precompiled hrw NIF: #{reason}. Nothing was installed. " <>
-            "If the mirror (HRW_NATIVE_BASE_URL) or the cache " <>
-            "(#{opts.cache_dir || "none"}) holds a wrong file, remove it; " <>
+            "If the mirror or the cache (#{opts.cache_dir || "none"}) holds a wrong " <>
+            "file, remove it; " <>
             "HRW_NATIVE_BUILD=1 builds from source with cargo instead"
         )
 
@@ -476,10 +476,12 @@ defmodule Mix.Tasks.Compile.HrwNative do
     end
   end
 
-  # :ok when the folder of `dest` may be written (Mix.HrwNative.SafeFile.trusted_dir/1).
+  # :ok when the folder of `dest` may be written (Mix.HrwNative.SafeFile.trusted_dir/1),
+  # once closed to others if it was ours and open to them.
   defp installable(dest) do
     case Mix.HrwNative.SafeFile.trusted_dir(Path.dirname(dest)) do
       :ok -> :ok
+      {:repaired, what} -> Mix.shell().info("hrw: #{what}")
       {:error, reason} -> {:error, :untrusted, reason}
     end
   end

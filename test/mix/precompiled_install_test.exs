@@ -6,6 +6,7 @@ defmodule Mix.HrwNative.PrecompiledInstallTest do
   # by path. Hostile mirrors, files and settings: download_test.exs,
   # https_test.exs, cache_test.exs and settings_test.exs, beside this file.
   use ExUnit.Case, async: false
+  @moduletag :integration
   alias Mix.Tasks.Compile.HrwNative
   alias Mix.Tasks.Hrw.Native.Checksum
   alias Mix.Tasks.Hrw.Native.Package

@@ -4,6 +4,7 @@ defmodule Mix.HrwNative.ProxyTest do
   # NO_PROXY going around it, the proxy's credentials sent to the proxy alone and
   # never printed, and a proxy that refuses or a setting that is no proxy.
   use ExUnit.Case, async: false
+  @moduletag :integration
 
   import HRW.Test.NativeMirror
 
