@@ -126,13 +126,24 @@ defmodule Mix.HrwNative.Download do
             for(name <- ~w(ERL_AFLAGS ERL_FLAGS ERL_ZFLAGS), do: {~c"#{name}", false})
       ])
 
-    Port.command(port, :erlang.term_to_binary({code, {url, opts}}))
-    # The child's own deadline is 21 timeouts; its start is given one more.
-    await(port, watch, parsed, System.monotonic_time(:millisecond) + opts.timeout_ms * 22)
+    # Closed explicitly: a port ignores its owner's normal exit.
+    try do
+      Port.command(port, :erlang.term_to_binary({code, {url, opts}}))
+      # The child's own deadline is 21 timeouts; its start is given one more.
+      await(port, watch, parsed, now() + opts.timeout_ms * 22)
+    after
+      close(port)
+    end
   rescue
     error in [ErlangError, ArgumentError] ->
       {:unavailable,
        "cannot start the download's process (#{Wire.escape(Exception.message(error))})"}
+  end
+
+  defp close(port) do
+    Port.close(port)
+  rescue
+    ArgumentError -> :ok
   end
 
   defp source(file), do: Path.join(__DIR__, file <> ".ex")
@@ -160,6 +171,10 @@ defmodule Mix.HrwNative.Download do
         {:unavailable,
          "the download of #{Wire.show(url)} stopped before it answered (its process " <>
            "exited with status #{status})"}
+
+      {:EXIT, ^port, _} ->
+        {:unavailable,
+         "the download of #{Wire.show(url)} stopped before it answered (its process ended)"}
 
       {:DOWN, ^watch, _, _, _} ->
         exit(:normal)

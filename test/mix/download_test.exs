@@ -315,6 +315,35 @@ defmodule Mix.HrwNative.DownloadTest do
     refute message =~ "Signature"
   end
 
+  test "a base URL's query is kept after the archive name, its fragment never sent", c do
+    token = "X-Amz-Signature=tok#{System.unique_integer([:positive])}"
+    name = c.fixture.name
+    signed = "/k/good/#{name}?#{token}"
+
+    mirror =
+      serve(
+        handler: fn path ->
+          if path == signed, do: {200, [], c.fixture.data}, else: {404, [], ""}
+        end
+      )
+
+    for base <- ["#{mirror}/k/good?#{token}", "#{mirror}/k/good/?#{token}#frag"] do
+      File.rm_rf!(c.cache_dir)
+      assert obtain(c, base_url: base) == :ok
+      assert [{^signed, _}] = requests()
+      assert_received {:mix_shell, :info, ["Installed the precompiled hrw NIF " <> said]}
+      assert said =~ "from #{mirror}/k/good/#{name}"
+      refute said =~ "Signature"
+    end
+
+    # A failure names the archive's URL, not the query.
+    File.rm_rf!(c.cache_dir)
+    message = error!(c, base_url: "#{mirror}/k/other?#{token}")
+    assert message =~ "#{mirror}/k/other/#{name} answered HTTP 404", message
+    refute message =~ "Signature"
+    refute message =~ "HRW_NATIVE_BASE_URL"
+  end
+
   test "an IPv6 loopback mirror works", c do
     fixture = c.fixture
 
