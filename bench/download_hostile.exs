@@ -203,8 +203,12 @@ defmodule Hostile do
   def client(url) do
     root = Path.expand("..", __DIR__)
 
-    for file <- ~w(otp_apps wire proxy safe_file tls download_failure download),
-        do: Code.require_file("mix/hrw_native/#{file}.ex", root)
+    compiled =
+      for file <- ~w(otp_apps wire proxy safe_file tls download_failure download),
+          pair <- Code.require_file("mix/hrw_native/#{file}.ex", root),
+          do: pair
+
+    apply(Mix.HrwNative.Download, :keep, [compiled])
 
     started = System.monotonic_time(:millisecond)
 

@@ -5,42 +5,28 @@ defmodule Mix.HrwNative.Download do
   @redirects [301, 302, 303, 307, 308]
 
   @moduledoc """
-  The one HTTP download of the compile task, run in an OS process of its own: a
-  short `erl` of the VM's own OTP and Elixir (`download/2` starts it through a
-  port and hands it the request on its standard input), in which OTP's `:httpc`
-  (as Mix, Hex and RustlerPrecompiled fetch) makes the requests and this module
-  keeps the policy. Nothing of the client lives in the calling VM:
-
-    * The child halts when its standard input closes: when the caller ends,
-      however (killed, timed out, raised), or its VM does. It also halts at its
-      own deadline, and right after it has answered.
-    * Its memory is its own: a watchdog measures the child's `:erlang.memory/1`
-      from the moment the request begins, and the download is refused once it
-      holds #{div(@max_held_bytes, 1024 * 1024)} MiB beyond its body
-      (docs/NATIVE.md has the figures).
-    * It writes no crash dump (`ERL_CRASH_DUMP_SECONDS=0`), logs nothing, prints
-      nothing but its answer, and gets the URL, its credentials and the proxies'
-      on its standard input, never on its command line or in its environment.
-
-  Within it: redirects are followed here, not by `:httpc` (at most
-  #{@max_redirects}, each `Location` checked by `Mix.HrwNative.Wire` as the
-  first URL was, never to another scheme); TLS is `Mix.HrwNative.TLS`'s; the
-  proxy is `Mix.HrwNative.Proxy`'s; a 200's body is streamed and refused as
-  soon as it would pass the size limit; one deadline, 20 times the timeout,
-  covers the whole download, which also bounds each wait for the next message.
+  The compile task's one HTTP download, in an OS process of its own: `download/2`
+  starts an `erl` of the VM's own OTP and Elixir through a port and hands it the
+  request on its standard input; there OTP's `:httpc` makes the requests and
+  this module keeps the policy (docs/NATIVE.md, "The download's boundary"). The
+  child halts when its input closes (its caller or the caller's VM ended), at
+  its own deadline, or once it has answered; a watchdog refuses the download
+  once the child holds #{div(@max_held_bytes, 1024 * 1024)} MiB beyond twice the
+  body's limit; it writes no crash dump and logs nothing. Redirects are followed
+  here (at most #{@max_redirects}, each `Location` checked by `Mix.HrwNative.Wire`,
+  never to another scheme); TLS is `Mix.HrwNative.TLS`'s, the proxy
+  `Mix.HrwNative.Proxy`'s; a 200's body is refused as soon as it would pass its
+  limit; one deadline, 20 timeouts, covers the whole download.
   """
 
   alias Mix.HrwNative.{Proxy, TLS, Wire}
   alias Mix.HrwNative.Download.Failure
 
-  # What the child runs: these modules, sent as the caller's VM compiled them
-  # (mix.exs keeps their object code), or compiled by the first child from these
-  # files and kept for the next ones.
+  # The child's code: the object code mix.exs compiled (keep/1).
   @modules [Wire, Proxy, TLS, Failure, __MODULE__]
-  @files ~w(wire proxy tls download_failure download)
   @compiled {__MODULE__, :object_code}
 
-  # The child's first act: read the request, load the code, run child/3. Any
+  # The child's first act: read the request, load the code, run child/2. Any
   # failure halts it silently (a crash report could print the request).
   @boot ~S"""
   try
@@ -48,11 +34,8 @@ defmodule Mix.HrwNative.Download do
     receive {P, {data, D}} -> ok end,
     {Code, Job} = binary_to_term(D),
     {ok, _} = application:ensure_all_started(elixir),
-    Loaded = [case C of
-                {M, B} -> {module, M} = code:load_binary(M, "hrw_native", B), C;
-                F -> 'Elixir.Code':compile_file(F)
-              end || C <- Code],
-    'Elixir.Mix.HrwNative.Download':child(P, Loaded, Job)
+    [{module, M} = code:load_binary(M, "hrw_native", B) || {M, B} <- Code],
+    'Elixir.Mix.HrwNative.Download':child(P, Job)
   catch _:_ -> erlang:halt(3, [{flush, false}])
   end.
   """
@@ -71,13 +54,11 @@ defmodule Mix.HrwNative.Download do
         }
 
   @typedoc """
-  `{:ok, body, url}`, `url` being the one the body came from (after redirects,
-  as shown); `{:unavailable, reason}` when nothing came (no answer, a timeout, an
-  HTTP error status, a network error, an unusable proxy setting, a download
-  process that could not start or ended without answering); `{:refused,
-  reason}` when what came must not be used (a body over the limit or shorter
-  than declared, an answer over the memory limit, a certificate that fails
-  verification, a redirect that is not allowed).
+  `{:ok, body, url}`, `url` being where the body came from (as shown);
+  `{:unavailable, reason}` when nothing came (no answer, a timeout, an error
+  status, a network or proxy failure, a download process that did not answer);
+  `{:refused, reason}` when what came must not be used (over a limit, shorter
+  than declared, a certificate that fails, a redirect that is not allowed).
   """
   @type result ::
           {:ok, binary(), String.t()} | {:unavailable, String.t()} | {:refused, String.t()}
@@ -109,7 +90,10 @@ defmodule Mix.HrwNative.Download do
   defp own(caller, url, opts, parsed) do
     Process.flag(:trap_exit, true)
     watch = Process.monitor(caller)
-    code = :persistent_term.get(@compiled, nil) || Enum.map(@files, &source/1)
+
+    code =
+      :persistent_term.get(@compiled, nil) || raise(ArgumentError, "mix.exs kept no code for it")
+
     erl = Path.join([:code.root_dir(), "bin", "erl"])
 
     port =
@@ -146,8 +130,6 @@ defmodule Mix.HrwNative.Download do
     ArgumentError -> :ok
   end
 
-  defp source(file), do: Path.join(__DIR__, file <> ".ex")
-
   @doc false
   # mix.exs hands over the object code Code.require_file/2 returned: the child's
   # modules are sent as they are, not compiled again.
@@ -162,10 +144,7 @@ defmodule Mix.HrwNative.Download do
   defp await(port, watch, url, deadline) do
     receive do
       {^port, {:data, data}} ->
-        case :erlang.binary_to_term(data, [:safe]) do
-          {:compiled, code} -> keep(code) && await(port, watch, url, deadline)
-          {:result, result} -> result
-        end
+        :erlang.binary_to_term(data, [:safe])
 
       {^port, {:exit_status, status}} ->
         {:unavailable,
@@ -188,10 +167,8 @@ defmodule Mix.HrwNative.Download do
   @doc false
   # The child's side (see @boot): runs the download in a process of its own,
   # watches its memory, answers once and halts.
-  @spec child(port(), list(), {String.t(), options()}) :: no_return()
-  def child(port, loaded, {url, opts}) do
-    compiled = for code when is_list(code) <- loaded, pair <- code, do: pair
-    if compiled != [], do: answer_parent(port, {:compiled, compiled})
+  @spec child(port(), {String.t(), options()}) :: no_return()
+  def child(port, {url, opts}) do
     parent = self()
     before = :erlang.memory(:total)
     {_, ref} = spawn_monitor(fn -> send(parent, {:result, fetch(url, opts)}) end)
@@ -225,11 +202,9 @@ defmodule Mix.HrwNative.Download do
   end
 
   defp finish(port, result) do
-    answer_parent(port, {:result, result})
+    Port.command(port, :erlang.term_to_binary(result))
     :erlang.halt(0)
   end
-
-  defp answer_parent(port, term), do: Port.command(port, :erlang.term_to_binary(term))
 
   # -- within the child: the requests -----------------------------------------------
 

@@ -1,15 +1,9 @@
 defmodule Mix.HrwNative.Precompiled do
   @moduledoc """
-  The precompiled path, with OTP alone (no Hex package), in rooms of one job
-  each: `Mix.HrwNative.Target` (what an archive is for and its name),
-  `Mix.HrwNative.Checksums` (the checksum file, the trust anchor),
-  `Mix.HrwNative.Cache`, `Mix.HrwNative.Download` (the transfer) and
-  `Mix.HrwNative.Archive` (verify and unpack). `fetch/1` puts them together. The
-  conventions are RustlerPrecompiled's, so that moving to it later changes little.
-
-  `Mix.Tasks.Compile.HrwNative` decides when to use this (and when to build
-  from source); the producer tasks of `dev/` (`mix hrw.native.package`, `mix
-  hrw.native.checksum`) use the same names.
+  The precompiled path, with OTP alone: `Mix.HrwNative.Target` (names),
+  `Mix.HrwNative.Checksums` (the trust anchor), `Mix.HrwNative.Cache`,
+  `Mix.HrwNative.Download` and `Mix.HrwNative.Archive` (verify and unpack), put
+  together by `fetch/1`, with RustlerPrecompiled's conventions.
   """
 
   alias Mix.HrwNative.{Archive, Cache, Checksums, Target}
@@ -17,11 +11,8 @@ defmodule Mix.HrwNative.Precompiled do
   @default_timeout_ms 30_000
 
   @typedoc """
-  What `fetch/1` needs: `:version` (hrw's), `:checksum_file`, `:base_url`,
-  `:cache_dir`, `:target`, `:nif_version`, and optionally `:timeout_ms` (the longest
-  wait for a connection or for the next bytes; the whole download gets 20×),
-  `:max_bytes` (the archive's size limit), `:cacerts` (the DER CA certificates to
-  trust instead of the OS's) and `:proxies` (`Mix.HrwNative.Proxy.settings/1`).
+  What `fetch/1` needs; `:timeout_ms`, `:max_bytes`, `:cacerts` and `:proxies`
+  are `Mix.HrwNative.Download`'s options.
   """
   @type options :: %{
           required(:version) => String.t(),
@@ -37,13 +28,10 @@ defmodule Mix.HrwNative.Precompiled do
         }
 
   @typedoc """
-  `{:ok, library, from}`: verified library bytes and where the archive came from;
-  `{:unavailable, reason}`: no archive could be had (no entry for the target, or
-  the download failed), so a build from source may stand in;
-  `{:refused, reason}`: an archive was had (downloaded or in the cache) and is not
-  the one the checksum file names, the server failed TLS verification or
-  redirected from https to http, or the checksum file is unreadable: nothing may
-  be installed, and nothing may be built in its place.
+  `{:ok, library, from}`: verified library bytes and where they came from;
+  `{:unavailable, reason}`: no archive could be had (cargo may stand in);
+  `{:refused, reason}`: what was had must not be installed, nor anything built
+  in its place (checksum, TLS, redirect, checksum file).
   """
   @type result ::
           {:ok, binary(), String.t()} | {:unavailable, String.t()} | {:refused, String.t()}

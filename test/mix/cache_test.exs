@@ -183,7 +183,7 @@ defmodule Mix.HrwNative.CacheTest do
 
   # The compile task's decision in a fresh VM (as `user`, when given), with the
   # task's own files: what it printed, then its result.
-  defp run_task(c, overrides, user \\ nil) do
+  defp run_task(c, overrides, user) do
     root = Path.expand("../..", __DIR__)
     files = Path.wildcard(Path.join(root, "mix/hrw_native/*.ex"))
     args = Path.join(c.case_dir, "args")
@@ -193,7 +193,8 @@ defmodule Mix.HrwNative.CacheTest do
 
     script = """
     Mix.start()
-    Kernel.ParallelCompiler.require(#{inspect(files ++ [Path.join(root, "mix/tasks/compile.hrw_native.ex")])})
+    files = #{inspect(files ++ [Path.join(root, "mix/tasks/compile.hrw_native.ex")])}
+    Mix.HrwNative.Download.keep(for f <- files, pair <- Code.require_file(f), do: pair)
     {native, dest, opts} = :erlang.binary_to_term(File.read!(#{inspect(args)}))
     IO.write(inspect(Mix.Tasks.Compile.HrwNative.obtain(native, dest, :prod, opts)))
     """
@@ -221,7 +222,7 @@ defmodule Mix.HrwNative.CacheTest do
 
     script = """
     Mix.start()
-    Kernel.ParallelCompiler.require(#{inspect(files)})
+    Mix.HrwNative.Download.keep(for f <- #{inspect(files)}, pair <- Code.require_file(f), do: pair)
     {native, dest, opts} = :erlang.binary_to_term(File.read!(#{inspect(args)}))
     IO.write(inspect(Mix.Tasks.Compile.HrwNative.obtain(native, dest, :prod, opts)))
     """

@@ -329,6 +329,7 @@ defmodule Mix.HrwNative.DownloadTest do
 
     for base <- ["#{mirror}/k/good?#{token}", "#{mirror}/k/good/?#{token}#frag"] do
       File.rm_rf!(c.cache_dir)
+      File.rm_rf!(c.dest)
       assert obtain(c, base_url: base) == :ok
       assert [{^signed, _}] = requests()
       assert_received {:mix_shell, :info, ["Installed the precompiled hrw NIF " <> said]}
