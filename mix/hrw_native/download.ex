@@ -148,12 +148,10 @@ defmodule Mix.HrwNative.Download do
 
       {^port, {:exit_status, status}} ->
         {:unavailable,
-         "the download of #{Wire.show(url)} stopped before it answered (its process " <>
-           "exited with status #{status})"}
+         "the download of #{Wire.show(url)} stopped (status #{status}) before it answered"}
 
       {:EXIT, ^port, _} ->
-        {:unavailable,
-         "the download of #{Wire.show(url)} stopped before it answered (its process ended)"}
+        {:unavailable, "the download of #{Wire.show(url)} stopped before it answered"}
 
       {:DOWN, ^watch, _, _, _} ->
         exit(:normal)
@@ -169,12 +167,14 @@ defmodule Mix.HrwNative.Download do
   # watches its memory, answers once and halts.
   @spec child(port(), {String.t(), options()}) :: no_return()
   def child(port, {url, opts}) do
-    parent = self()
+    {:ok, _} = Application.ensure_all_started(:ssl)
+    {:ok, _} = Application.ensure_all_started(:inets)
+    {parent, {:ok, url}} = {self(), Wire.parse(url)}
     before = :erlang.memory(:total)
-    {_, ref} = spawn_monitor(fn -> send(parent, {:result, fetch(url, opts)}) end)
+    deadline = now() + opts.timeout_ms * 20
+    {_, ref} = spawn_monitor(fn -> send(parent, {:result, get(url, opts, deadline, 0)}) end)
     limit = @max_held_bytes + 2 * opts.max_bytes
-    {:ok, url} = Wire.parse(url)
-    watch(port, ref, {before, limit}, now() + opts.timeout_ms * 21, url)
+    watch(port, ref, {before, limit}, deadline + opts.timeout_ms, url)
   end
 
   # What the child holds beyond what it held before the request: the body (at
@@ -207,17 +207,6 @@ defmodule Mix.HrwNative.Download do
   end
 
   # -- within the child: the requests -----------------------------------------------
-
-  defp fetch(url, opts) do
-    with {:ok, _} <- Application.ensure_all_started(:ssl),
-         {:ok, _} <- Application.ensure_all_started(:inets),
-         {:ok, url} <- refuse(Wire.parse(url), "refusing to download from a URL that ") do
-      get(url, opts, now() + opts.timeout_ms * 20, 0)
-    else
-      {:error, _} -> {:unavailable, "cannot start OTP's HTTP client (its ssl or inets failed)"}
-      other -> other
-    end
-  end
 
   defp refuse({:error, reason}, prefix), do: {:refused, prefix <> reason}
   defp refuse(ok, _prefix), do: ok

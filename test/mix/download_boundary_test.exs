@@ -260,7 +260,7 @@ defmodule Mix.HrwNative.DownloadBoundaryTest do
     said = Enum.join(for({:mix_shell, _, [line]} <- messages(), do: line), "\n")
 
     assert said =~
-             ~r/No precompiled hrw NIF .* stopped before it answered .* built it with cargo/,
+             ~r/No precompiled hrw NIF .* stopped (\(status \d+\) )?before it answered\): built it with cargo/,
            said
 
     refute said =~ secret
