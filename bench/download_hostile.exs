@@ -8,6 +8,9 @@
 # printed: after the client VM has exited).
 #
 #   elixir bench/download_hostile.exs [case ...]     (default: every case)
+#   elixir bench/download_hostile.exs --start-cost 21
+#                      what the download's own OS process costs: the median of
+#                      21 downloads of 5 bytes from loopback
 #   CACERTS=bundle.pem elixir bench/download_hostile.exs "<case>"
 #                      the same over https, trusting the bundle (read once, as the
 #                      compile task reads HRW_NATIVE_CACERTS_PATH)
@@ -198,9 +201,8 @@ defmodule Hostile do
     end
   end
 
-  # -- the client, in its own VM ----------------------------------------------------------
-
-  def client(url) do
+  # The download's modules, as mix.exs loads them.
+  defp load do
     root = Path.expand("..", __DIR__)
 
     compiled =
@@ -209,6 +211,42 @@ defmodule Hostile do
           do: pair
 
     apply(Mix.HrwNative.Download, :keep, [compiled])
+  end
+
+  # -- the client, in its own VM ----------------------------------------------------------
+
+  # What the boundary costs: `runs` downloads of a 5-byte 200 from loopback, one
+  # after another, each in its own OS process; the milliseconds of each.
+  def start_cost(runs) do
+    load()
+    {port, _} = serve(raw("HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello", nil))
+    url = "http://127.0.0.1:#{port}/a"
+
+    times =
+      for _ <- 1..runs do
+        started = System.monotonic_time(:microsecond)
+
+        {:ok, "hello", _} =
+          apply(Mix.HrwNative.Download, :download, [url, %{timeout_ms: 30_000, max_bytes: 100}])
+
+        (System.monotonic_time(:microsecond) - started) / 1000
+      end
+
+    sorted = Enum.sort(times)
+    median = Enum.at(sorted, div(runs, 2))
+
+    IO.puts(
+      "# #{DateTime.utc_now() |> DateTime.truncate(:second)}; OTP #{System.otp_release()}; " <>
+        "Elixir #{System.version()}; #{runs} downloads"
+    )
+
+    IO.puts(
+      "median #{Float.round(median, 1)} ms, min #{Float.round(hd(sorted), 1)} ms, max #{Float.round(List.last(sorted), 1)} ms"
+    )
+  end
+
+  def client(url) do
+    load()
 
     started = System.monotonic_time(:millisecond)
 
@@ -248,6 +286,9 @@ end
 case System.argv() do
   ["--client", url] ->
     Hostile.client(url)
+
+  ["--start-cost", runs] ->
+    Hostile.start_cost(String.to_integer(runs))
 
   names ->
     cases = for {name, _} = c <- Hostile.cases(), names == [] or name in names, do: c

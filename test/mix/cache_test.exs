@@ -171,6 +171,17 @@ defmodule Mix.HrwNative.CacheTest do
     assert File.read!(cached(c)) == c.fixture.data
   end
 
+  # The task's files, in mix.exs's order.
+  defp task_files do
+    root = Path.expand("../..", __DIR__)
+
+    files = ~w(json otp_apps safe_file wire proxy tls download_failure download target checksums
+         archive cache precompiled)
+
+    Enum.map(files, &Path.join(root, "mix/hrw_native/#{&1}.ex")) ++
+      [Path.join(root, "mix/tasks/compile.hrw_native.ex")]
+  end
+
   defp root?, do: System.cmd("id", ["-u"]) |> elem(0) |> String.trim() == "0"
 
   defp messages do
@@ -184,8 +195,7 @@ defmodule Mix.HrwNative.CacheTest do
   # The compile task's decision in a fresh VM (as `user`, when given), with the
   # task's own files: what it printed, then its result.
   defp run_task(c, overrides, user) do
-    root = Path.expand("../..", __DIR__)
-    files = Path.wildcard(Path.join(root, "mix/hrw_native/*.ex"))
+    files = task_files()
     args = Path.join(c.case_dir, "args")
     native = Path.join(c.case_dir, "native")
     File.write!(args, :erlang.term_to_binary({native, c.dest, opts(c, overrides)}))
@@ -193,7 +203,7 @@ defmodule Mix.HrwNative.CacheTest do
 
     script = """
     Mix.start()
-    files = #{inspect(files ++ [Path.join(root, "mix/tasks/compile.hrw_native.ex")])}
+    files = #{inspect(files)}
     Mix.HrwNative.Download.keep(for f <- files, pair <- Code.require_file(f), do: pair)
     {native, dest, opts} = :erlang.binary_to_term(File.read!(#{inspect(args)}))
     IO.write(inspect(Mix.Tasks.Compile.HrwNative.obtain(native, dest, :prod, opts)))
@@ -209,11 +219,7 @@ defmodule Mix.HrwNative.CacheTest do
 
   test "under umask 000, every folder the task creates and the library get explicit modes", c do
     # The task's own files (mix.exs's list) in a VM started with umask 000.
-    root = Path.expand("../..", __DIR__)
-
-    files =
-      Path.wildcard(Path.join(root, "mix/hrw_native/*.ex")) ++
-        [Path.join(root, "mix/tasks/compile.hrw_native.ex")]
+    files = task_files()
 
     cache = Path.join([c.case_dir, "x", "y", "cache"])
     args = Path.join(c.case_dir, "args")
