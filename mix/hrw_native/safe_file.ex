@@ -134,8 +134,7 @@ defmodule Mix.HrwNative.SafeFile do
     case windows?() or our_uid() do
       true -> :ok
       {:ok, ^uid} -> :ok
-      {:ok, _} -> {:error, {:not_ours, "#{path} belongs to user #{uid}, not to this one"}}
-      {:error, why} -> {:error, "#{path} cannot be told to be ours: #{why}"}
+      _ -> {:error, {:not_ours, "#{path} belongs to user #{uid}, #{whose(uid)}"}}
     end
   end
 
@@ -204,11 +203,8 @@ defmodule Mix.HrwNative.SafeFile do
         windows?() ->
           :ok
 
-        match?({:error, _}, our_uid()) ->
-          {:error, "#{dir} cannot be told to be ours: #{elem(our_uid(), 1)}"}
-
         our_uid() != {:ok, uid} ->
-          {:error, "#{dir} belongs to user #{uid}, not to this one: it is not used"}
+          {:error, "#{dir} belongs to user #{uid}, #{whose(uid)}: it is not used"}
 
         (mode &&& 0o022) != 0 ->
           {:error,
@@ -231,30 +227,16 @@ defmodule Mix.HrwNative.SafeFile do
   @doc """
   `:ok` when the folder `dir` (created if missing) and its parent may be
   written: nobody but their owner can write to them. One of ours that others can
-  write (mode 0777, as an earlier version could leave it) is closed to them
-  (0755) and `{:repaired, message}` says so. `{:error, message}` naming it when
-  it is another user's that others can write, or cannot be closed. Not checked
-  on Windows, whose permissions are not POSIX modes.
+  write (0777, as an earlier version could leave it) is closed to them first,
+  and the task says so. `{:error, message}` naming it when it is another user's
+  that others can write, or cannot be closed. Not checked on Windows.
   """
-  @spec trusted_dir(Path.t()) :: :ok | {:repaired, String.t()} | {:error, String.t()}
+  @spec trusted_dir(Path.t()) :: :ok | {:error, String.t()}
   def trusted_dir(dir) do
-    with :ok <- mkdir(dir, 0o755),
-         {:ok, parent} <- checked(Path.dirname(dir)),
-         {:ok, own} <- checked(dir) do
-      case Enum.reject([parent, own], &is_nil/1) do
-        [] -> :ok
-        said -> {:repaired, Enum.join(said, "; ")}
-      end
-    end
-  end
-
-  defp checked(folder) do
-    with {:ok, stat} <- stat(folder) do
-      case check_owner(folder, stat) do
-        :ok -> {:ok, nil}
-        {:repaired, why} -> {:ok, why}
-        error -> error
-      end
+    with :ok <- mkdir(dir, 0o755) do
+      Enum.find_value([Path.dirname(dir), dir], :ok, fn folder ->
+        with {:ok, stat} <- stat(folder), :ok <- check_owner(folder, stat), do: nil
+      end)
     end
   end
 
@@ -282,35 +264,37 @@ defmodule Mix.HrwNative.SafeFile do
   end
 
   defp check_owner(dir, %File.Stat{uid: uid, mode: mode}) do
-    shown = Integer.to_string(mode &&& 0o7777, 8)
+    {shown, closed} = {Integer.to_string(mode &&& 0o7777, 8), mode &&& 0o7755}
 
     cond do
       windows?() or (mode &&& 0o022) == 0 ->
         :ok
 
       our_uid() == {:ok, uid} ->
-        case :file.change_mode(dir, mode &&& 0o7755) do
+        with {:error, reason} <- :file.change_mode(dir, closed) do
+          {:error,
+           "#{dir} can be written by other users (mode #{shown}) and its mode cannot be " <>
+             "changed (#{:file.format_error(reason)})"}
+        else
           :ok ->
-            {:repaired,
-             "#{dir} could be written by other users (mode #{shown}): it is now " <>
-               Integer.to_string(mode &&& 0o7755, 8)}
-
-          {:error, reason} ->
-            {:error,
-             "#{dir} can be written by other users (mode #{shown}) and its mode cannot be " <>
-               "changed (#{:file.format_error(reason)})"}
+            Mix.shell().info(
+              "hrw: #{dir} could be written by other users (mode #{shown}): it is now " <>
+                Integer.to_string(closed, 8)
+            )
         end
 
       true ->
-        whose =
-          case our_uid() do
-            {:ok, _} -> "not to this one"
-            {:error, why} -> "which cannot be told to be this one (#{why})"
-          end
-
         {:error,
          "#{dir} can be written by other users (mode #{shown}) and belongs to user #{uid}, " <>
-           "#{whose}: it is not used"}
+           "#{whose(uid)}: it is not used"}
+    end
+  end
+
+  defp whose(uid) do
+    case our_uid() do
+      {:ok, ^uid} -> "this one"
+      {:ok, _} -> "not to this one"
+      {:error, why} -> "which cannot be told to be this one (#{why})"
     end
   end
 
@@ -318,21 +302,18 @@ defmodule Mix.HrwNative.SafeFile do
   # Linux, else of a file it creates; {:error, why} when neither can be had.
   defp our_uid do
     with nil <- :persistent_term.get({__MODULE__, :uid}, nil) do
-      uid = with {:error, _} <- proc_uid(), do: probe_uid()
+      uid =
+        case File.stat("/proc/self") do
+          {:ok, %File.Stat{uid: uid}} -> {:ok, uid}
+          {:error, _} -> probe_uid(System.tmp_dir() || ".")
+        end
+
       if match?({:ok, _}, uid), do: :persistent_term.put({__MODULE__, :uid}, uid)
       uid
     end
   end
 
-  defp proc_uid do
-    case File.stat("/proc/self") do
-      {:ok, %File.Stat{uid: uid}} -> {:ok, uid}
-      {:error, _} = error -> error
-    end
-  end
-
-  defp probe_uid do
-    tmp = System.tmp_dir() || "."
+  defp probe_uid(tmp) do
     probe = temp_name(Path.join(tmp, "hrw-uid"))
 
     with {:ok, fd} <- :file.open(probe, [:write, :exclusive, :raw]),
@@ -343,8 +324,8 @@ defmodule Mix.HrwNative.SafeFile do
     else
       {:error, reason} ->
         {:error,
-         "this process's user id is learnt from a file it creates, and none can be " <>
-           "created in #{tmp} (#{:file.format_error(reason)})"}
+         "its user id is learnt from a file it creates, and none can be created in " <>
+           "#{tmp} (#{:file.format_error(reason)})"}
     end
   end
 end

@@ -444,12 +444,10 @@ defmodule Mix.Tasks.Compile.HrwNative do
     end
   end
 
-  # :ok when the folder of `dest` may be written (Mix.HrwNative.SafeFile.trusted_dir/1),
-  # once closed to others if it was ours and open to them.
+  # :ok when the folder of `dest` may be written (Mix.HrwNative.SafeFile.trusted_dir/1).
   defp installable(dest) do
     case Mix.HrwNative.SafeFile.trusted_dir(Path.dirname(dest)) do
       :ok -> :ok
-      {:repaired, what} -> Mix.shell().info("hrw: #{what}")
       {:error, reason} -> {:error, :untrusted, reason}
     end
   end
