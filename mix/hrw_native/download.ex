@@ -26,8 +26,8 @@ defmodule Mix.HrwNative.Download do
   @modules [Wire, Proxy, TLS, Failure, __MODULE__]
   @compiled {__MODULE__, :object_code}
 
-  # The child's first act: read the request, load the code, run child/2. Any
-  # failure halts it silently (a crash report could print the request).
+  # The child reads the request, loads the code and runs child/2; any failure
+  # halts it silently (a crash report could print the request).
   @boot ~S"""
   try
     P = open_port({fd, 0, 1}, [binary, {packet, 4}, eof]),
@@ -41,10 +41,9 @@ defmodule Mix.HrwNative.Download do
   """
 
   @typedoc """
-  `:timeout_ms`: the longest wait for a connection or for the next part of the
-  answer (the whole download gets 20 times that); `:max_bytes`: the body's size
-  limit; `:cacerts`: the DER CA certificates to trust (`Mix.HrwNative.TLS.read_pem/1`), nil for the
-  OS's; `:proxies`: `Mix.HrwNative.Proxy.settings/1`.
+  `:timeout_ms`: the longest wait for a connection or the next part of the answer;
+  `:max_bytes`: the body's limit; `:cacerts`: DER CA certificates (nil: the
+  OS's); `:proxies`: `Mix.HrwNative.Proxy.settings/1`.
   """
   @type options :: %{
           required(:timeout_ms) => pos_integer(),
@@ -54,11 +53,8 @@ defmodule Mix.HrwNative.Download do
         }
 
   @typedoc """
-  `{:ok, body, url}`, `url` being where the body came from (as shown);
-  `{:unavailable, reason}` when nothing came (no answer, a timeout, an error
-  status, a network or proxy failure, a download process that did not answer);
-  `{:refused, reason}` when what came must not be used (over a limit, shorter
-  than declared, a certificate that fails, a redirect that is not allowed).
+  `{:ok, body, url}` (where the body came from, as shown); `{:unavailable,
+  reason}` when nothing came; `{:refused, reason}` when what came must not be used.
   """
   @type result ::
           {:ok, binary(), String.t()} | {:unavailable, String.t()} | {:refused, String.t()}
@@ -131,8 +127,7 @@ defmodule Mix.HrwNative.Download do
   end
 
   @doc false
-  # mix.exs hands over the object code Code.require_file/2 returned: the child's
-  # modules are sent as they are, not compiled again.
+  # mix.exs hands over what Code.require_file/2 compiled: the child's modules.
   @spec keep([{module(), binary()}]) :: :ok
   def keep(compiled) do
     case for {module, _} = pair <- compiled, module in @modules, do: pair do
@@ -208,22 +203,16 @@ defmodule Mix.HrwNative.Download do
 
   # -- within the child: the requests -----------------------------------------------
 
-  defp refuse({:error, reason}, prefix), do: {:refused, prefix <> reason}
-  defp refuse(ok, _prefix), do: ok
-
   defp get(url, _opts, _deadline, redirects) when redirects > @max_redirects,
     do: {:unavailable, "more than #{@max_redirects} redirects, the last to #{Wire.show(url)}"}
 
   defp get(url, opts, deadline, redirects) do
     with {:ok, proxy} <- route(url, opts),
-         {:ok, tls} <- TLS.options(url, opts) do
-      case request(url, proxy, tls, opts, deadline, redirects) do
-        {:redirect, locations} ->
-          with {:ok, next} <- refuse(Wire.location(url, locations), ""),
-               do: get(next, opts, deadline, redirects + 1)
-
-        result ->
-          result
+         {:ok, tls} <- TLS.options(url, opts),
+         {:redirect, locations} <- request(url, proxy, tls, opts, deadline, redirects) do
+      case Wire.location(url, locations) do
+        {:ok, next} -> get(next, opts, deadline, redirects + 1)
+        {:error, reason} -> {:refused, reason}
       end
     end
   end
@@ -236,33 +225,16 @@ defmodule Mix.HrwNative.Download do
     end
   end
 
-  # A stand-alone :httpc per request, under a name of its own (a redirect's
-  # request starts another): unregistered, it cannot re-send a request by
-  # itself (the re-send :httpc schedules for a 503 with Retry-After is addressed
-  # to a registered profile name, and lands nowhere). The child's halt ends it.
-  defp client(proxy, redirects) do
-    case :inets.start(:httpc, [profile: :"hrw_native#{redirects}"], :stand_alone) do
-      {:ok, client} ->
-        true = Process.unlink(client)
-        at = proxy && {to_list(proxy.host), proxy.port}
-        via = if at, do: [proxy: {at, []}, https_proxy: {at, []}], else: []
-        # One request, no connection kept: every request connects anew.
-        :ok = :httpc.set_options([ipfamily: :inet6fb4, max_sessions: 1] ++ via, client)
-        {:ok, client}
-
-      {:error, _} ->
-        {:unavailable, "cannot start OTP's HTTP client"}
-    end
-  end
-
-  # -- one request -------------------------------------------------------------------
-
+  # One stand-alone :httpc per request, under a name of its own (a redirect's
+  # request starts another), one connection, not kept. Unregistered, it cannot
+  # re-send a request by itself (the re-send :httpc schedules for a 503 with
+  # Retry-After is addressed to a registered profile name, and lands nowhere).
   defp request(url, proxy, tls, opts, deadline, redirects) do
-    with {:ok, client} <- client(proxy, redirects),
-         do: send_request(url, client, proxy, tls, opts, deadline)
-  end
-
-  defp send_request(url, client, proxy, tls, opts, deadline) do
+    {:ok, client} = :inets.start(:httpc, [profile: :"hrw_native#{redirects}"], :stand_alone)
+    true = Process.unlink(client)
+    at = proxy && {to_list(proxy.host), proxy.port}
+    via = if at, do: [proxy: {at, []}, https_proxy: {at, []}], else: []
+    :ok = :httpc.set_options([ipfamily: :inet6fb4, max_sessions: 1] ++ via, client)
     left = max(deadline - now(), 1)
 
     headers =

@@ -1,11 +1,8 @@
 defmodule Mix.HrwNative.Download.Failure do
   @moduledoc """
-  A failed download in one sentence: what `:httpc` answered, a wait that ran out,
-  a body over the limit or cut short, as `{:refused, message}` (what came must not
-  be used) or `{:unavailable, message}` (nothing came). `s` is the request's state
-  in `Mix.HrwNative.Download`: its `:url`, `:proxy`, `:opts`, `:deadline`, and the
-  body's declared `:length` and `:chunked` framing. Every URL is shown by
-  `Mix.HrwNative.Wire.show/1` and every outside value escaped.
+  A failed download in one sentence, `{:refused, message}` or `{:unavailable,
+  message}`, every URL shown by `Mix.HrwNative.Wire.show/1` and every outside
+  value escaped. `s` is `Mix.HrwNative.Download`'s request state.
   """
 
   alias Mix.HrwNative.Wire

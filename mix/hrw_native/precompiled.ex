@@ -41,11 +41,9 @@ defmodule Mix.HrwNative.Precompiled do
   def default_timeout_ms, do: @default_timeout_ms
 
   @doc """
-  Gets the library for `opts.target`: from the cache when an archive is there,
-  else downloaded from `opts.base_url` and cached. Every archive, cached or
-  downloaded, is checked against the checksum file before anything is returned,
-  and one that fails is refused, not replaced (see `t:result/0`). A cache folder
-  that other users can write and that is not ours is neither read nor written.
+  The library for `opts.target`, from the cache or downloaded and cached; every
+  archive is checked against the checksum file first, and one that fails is
+  refused, not replaced (see `t:result/0`).
   """
   @spec fetch(options()) :: result()
   def fetch(opts) do

@@ -1,12 +1,9 @@
 defmodule Mix.HrwNative.SafeFile do
   @moduledoc """
-  The compile task's file writes and reads, safe in a folder that someone else can
-  write to: every file is written in a new folder of ours under a random name,
-  then renamed over its destination (replacing a link, never writing through it);
-  every read is capped before a byte is read; a file of the cache is read only if
-  it is ours, in a folder of ours closed to others, opened so that a FIFO cannot
-  block (`read_own/2`); an install folder that others can write and that is not
-  ours is refused.
+  The compile task's file writes and reads, safe where someone else could act:
+  writes through a new folder of ours renamed into place; reads capped, of
+  regular files only, checked as opened (`read_own/2`); folders checked for
+  who can write them (`private_dir/1`, `trusted_dir/1`).
   """
 
   import Bitwise
@@ -73,17 +70,12 @@ defmodule Mix.HrwNative.SafeFile do
   end
 
   @doc """
-  Reads the file `path` that this user owns, if it is a regular file of at most
-  `max` bytes, so that nothing swapped in at its name can block or mislead the
-  read: a file its owner may write is opened for reading and writing (which
-  never waits for a writer, as a read-only open of a FIFO does; nothing is
-  written), one it may not (a read-only cache) or on a read-only filesystem for
-  reading, and then checked as opened: a regular file, the one `lstat` saw.
-  (Only the folders' owner can swap anything in: callers read in folders others
-  cannot write.) `{:error, :enoent}` when
-  there is none, `{:error, :changed}` when it was replaced while opened,
-  `{:error, {:not_ours, message}}` when another user owns it, `{:error, message}`
-  for anything else.
+  Reads the file `path` that this user owns, a regular file of at most `max`
+  bytes, so that nothing swapped in can block or mislead the read: opened for
+  reading and writing when its owner may write it (which never waits, as a
+  read-only open of a FIFO does), else (a read-only cache, a read-only
+  filesystem) for reading, then checked as opened: a regular file, the one
+  `lstat` saw. `{:error, :enoent | :changed | {:not_ours, message} | message}`.
   """
   @spec read_own(Path.t(), non_neg_integer()) ::
           {:ok, binary()} | {:error, :enoent | :changed | {:not_ours, String.t()} | String.t()}
@@ -190,10 +182,9 @@ defmodule Mix.HrwNative.SafeFile do
   end
 
   @doc """
-  `:ok` when the folder `dir` (created if missing, readable by this user only) is
-  this user's and nobody else can write to it: a cache whose entries are
-  trusted. `{:error, message}` naming it otherwise. Not checked on Windows, whose
-  permissions are not POSIX modes.
+  `:ok` when the folder `dir` (created `0700` if missing) is this user's and
+  nobody else can write to it; `{:error, message}` naming it otherwise. Not
+  checked on Windows.
   """
   @spec private_dir(Path.t()) :: :ok | {:error, String.t()}
   def private_dir(dir) do

@@ -379,12 +379,9 @@ defmodule Mix.Tasks.Compile.HrwNative do
   end
 
   @doc false
-  # The cargo options for a Mix environment, after `build -p hrw_nif
-  # --message-format=...`: the one place to add a profile or features per env.
-  # Every env builds the release profile: the NIF runs its tests and benchmarks
-  # as it runs in production. A dependency is compiled in :prod. Test builds add
-  # the work probes (test/support/native_probe.ex): the NIF registers them and
-  # HRW.Native declares their stubs in test builds only, both from this list.
+  # The cargo options per Mix environment: the release profile everywhere (tests
+  # and benchmarks run the NIF as production does); test builds add the work
+  # probes (test/support/native_probe.ex), which HRW.Native declares from this list.
   @spec cargo_options(atom()) :: [String.t()]
   def cargo_options(:test), do: cargo_options(:prod) ++ ["--features", "hrw_nif/work-probes"]
   def cargo_options(_env), do: ["--release", "--quiet"]
