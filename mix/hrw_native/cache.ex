@@ -25,13 +25,6 @@ defmodule Mix.HrwNative.Cache do
     with :ok <- usable_cache(dir), do: read_cached(path)
   end
 
-  @doc "Caches `archive` at `path`, best effort: a cache that cannot be written costs a download next time."
-  @spec write(Path.t(), binary()) :: :ok
-  def write(path, archive) do
-    _ = Mix.HrwNative.SafeFile.write(path, archive)
-    :ok
-  end
-
   defp usable_cache(dir) do
     case Mix.HrwNative.SafeFile.private_dir(dir) do
       :ok ->

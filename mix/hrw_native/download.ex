@@ -71,8 +71,7 @@ defmodule Mix.HrwNative.Download do
 
         receive do
           {^tag, result} ->
-            Process.demonitor(ref, [:flush])
-            result
+            Process.demonitor(ref, [:flush]) && result
 
           {:DOWN, ^ref, _, _, _} ->
             {:unavailable, "the download of #{Wire.show(parsed)} ended without an answer"}
@@ -87,13 +86,11 @@ defmodule Mix.HrwNative.Download do
     Process.flag(:trap_exit, true)
     watch = Process.monitor(caller)
 
-    code =
-      :persistent_term.get(@compiled, nil) || raise(ArgumentError, "mix.exs kept no code for it")
-
-    erl = Path.join([:code.root_dir(), "bin", "erl"])
+    # ArgumentError (rescued below) if mix.exs kept no code for it.
+    code = :persistent_term.get(@compiled)
 
     port =
-      Port.open({:spawn_executable, erl}, [
+      Port.open({:spawn_executable, Path.join([:code.root_dir(), "bin", "erl"])}, [
         :binary,
         :exit_status,
         packet: 4,

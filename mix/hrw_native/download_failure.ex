@@ -124,14 +124,13 @@ defmodule Mix.HrwNative.Download.Failure do
       {:refused,
        "#{Wire.show(s.url)} is at least #{size} bytes, over the #{s.opts.max_bytes}-byte limit of an archive"}
 
-  @doc "An answer that made the download's process hold more than `limit` bytes."
+  @doc "An answer that made the download's process hold `held` bytes, over `limit`."
   @spec over_memory(Wire.url(), pos_integer(), pos_integer()) :: result()
   def over_memory(url, held, limit),
     do:
       {:refused,
-       "#{Wire.show(url)} sent more than a download may hold: over #{div(held, 1024 * 1024)} " <>
-         "MiB in memory, over its #{div(limit, 1024 * 1024)} MiB (the body's limit twice, " <>
-         "and 16 MiB for the status line, headers or an error body)"}
+       "#{Wire.show(url)} sent more than a download may hold: over #{div(held, 1_048_576)} MiB " <>
+         "in memory, over its #{div(limit, 1_048_576)} MiB (twice the body's limit, and 16 MiB)"}
 
   @doc "A body that ended before its declared length."
   @spec truncated(map(), non_neg_integer()) :: result()

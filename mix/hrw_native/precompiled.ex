@@ -112,7 +112,8 @@ defmodule Mix.HrwNative.Precompiled do
 
     with {:ok, archive, from} <- Mix.HrwNative.Download.download(url, download_opts),
          {:ok, library} <- Archive.verify(archive, name, expected, from, opts) do
-      if cache?, do: Cache.write(cached, archive)
+      # Best effort: a cache that cannot be written costs a download next time.
+      if cache?, do: Mix.HrwNative.SafeFile.write(cached, archive)
       {:ok, library, from}
     end
   end

@@ -37,9 +37,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
   end
 
   @doc false
-  # The decision, with everything it depends on passed in (tests call it):
-  # `opts` is `options/1`'s map. :ok when a new library was installed at `dest`,
-  # :noop when it already held the same bytes.
+  # The decision, everything it depends on passed in (`opts`: options/1's map):
+  # :ok when a new library was installed at `dest`, :noop when it was there.
   @spec obtain(Path.t(), Path.t(), atom(), map()) :: :ok | :noop
   def obtain(native, dest, env, opts) do
     case from_source(env, opts) do
@@ -113,20 +112,12 @@ defmodule Mix.Tasks.Compile.HrwNative do
   end
 
   defp describe_target(opts) do
-    target =
-      case opts.target do
-        {:ok, target} -> target
-        _ -> "this machine (#{opts.architecture})"
-      end
-
-    nif =
-      case opts.nif_version do
-        {:ok, nif} -> nif
-        _ -> opts.vm_nif_version
-      end
-
-    "#{target} (NIF #{nif})"
+    target = ok_or(opts.target, "this machine (#{opts.architecture})")
+    "#{target} (NIF #{ok_or(opts.nif_version, opts.vm_nif_version)})"
   end
+
+  defp ok_or({:ok, value}, _default), do: value
+  defp ok_or(_error, default), do: default
 
   # {:yes, why} when the library must be built with cargo, :no to try an archive.
   defp from_source(env, opts) do
@@ -177,7 +168,6 @@ defmodule Mix.Tasks.Compile.HrwNative do
       vm_nif_version: vm_nif,
       architecture: architecture,
       timeout_ms: timeout(env["HRW_NATIVE_TIMEOUT_MS"]),
-      cacerts_path: nonempty(env["HRW_NATIVE_CACERTS_PATH"]),
       cacerts: cacerts(nonempty(env["HRW_NATIVE_CACERTS_PATH"])),
       proxies: Proxy.settings(env),
       force_build:
@@ -188,10 +178,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
     }
   end
 
-  # The per-user cache: XDG_CACHE_HOME/hrw (~/.cache/hrw) on Linux and the BSDs,
-  # ~/Library/Caches/hrw on macOS. A relative XDG_CACHE_HOME is ignored, as the XDG
-  # rule says (:filename.basedir/2 would take it, relative to the dependency);
-  # with no absolute HOME either, there is no cache (nil).
+  # The per-user cache (docs/NATIVE.md). A relative XDG_CACHE_HOME is ignored, as
+  # the XDG rule says (:filename.basedir/2 would take it); no absolute HOME: nil.
   defp user_cache_dir(env) do
     xdg = nonempty(env["XDG_CACHE_HOME"])
     home = nonempty(env["HOME"])

@@ -493,7 +493,6 @@ defmodule HRW.Test.NativeMirror do
         vm_nif_version: "2.16",
         architecture: "test",
         timeout_ms: 30_000,
-        cacerts_path: nil,
         cacerts: nil,
         proxies: Mix.HrwNative.Proxy.settings(%{}),
         force_build: false,
