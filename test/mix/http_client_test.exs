@@ -29,6 +29,8 @@ defmodule Mix.HrwNative.HttpClientTest do
       for pid <- Process.list(),
           {:dictionary, dict} <- [Process.info(pid, :dictionary)],
           dict[:"$initial_call"] in [{:httpc_manager, :init, 1}, {:httpc_handler, :init, 1}],
+          # (inets's own default profile, started by a test's httpd, is registered)
+          Process.info(pid, :registered_name) == {:registered_name, []},
           do: pid
 
     httpc ++ no_download_processes()
