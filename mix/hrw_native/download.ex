@@ -90,7 +90,7 @@ defmodule Mix.HrwNative.Download do
     code = :persistent_term.get(@compiled)
 
     port =
-      Port.open({:spawn_executable, Path.join([:code.root_dir(), "bin", "erl"])}, [
+      Port.open({:spawn_executable, :os.find_executable(~c"erl", ~c"#{:code.root_dir()}/bin")}, [
         :binary,
         :exit_status,
         packet: 4,
