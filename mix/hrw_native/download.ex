@@ -281,7 +281,7 @@ defmodule Mix.HrwNative.Download do
   defp proxy_auth(_), do: []
 
   defp answer(s) do
-    case next(s, now()) do
+    case next(s) do
       {:start, headers, pid} ->
         headers = binary_headers(headers)
 
@@ -318,7 +318,7 @@ defmodule Mix.HrwNative.Download do
   end
 
   defp body(s, pid, acc) do
-    case next(s, now()) do
+    case next(s) do
       {:part, part} when byte_size(acc) + byte_size(part) > s.opts.max_bytes ->
         Failure.oversized(s, byte_size(acc) + byte_size(part))
 
@@ -347,7 +347,7 @@ defmodule Mix.HrwNative.Download do
 
   # The next message about the request, waited for at most the timeout and never
   # past the deadline.
-  defp next(s, since) do
+  defp next(s) do
     {ref, watch} = {s.ref, s.watch}
 
     receive do
@@ -358,7 +358,7 @@ defmodule Mix.HrwNative.Download do
       {:http, {^ref, response}} -> {:whole, response}
       {:DOWN, ^watch, _, _, _} -> {:error, :dropped}
     after
-      wait(s, since) -> Failure.timed_out(s)
+      max(min(s.opts.timeout_ms, s.deadline - now()), 0) -> Failure.timed_out(s)
     end
   end
 
@@ -366,10 +366,6 @@ defmodule Mix.HrwNative.Download do
     do: for({k, v} <- headers, do: {String.downcase(to_string(k)), :erlang.iolist_to_binary(v)})
 
   defp values(headers, name), do: for({^name, value} <- headers, do: value)
-
-  # What is left of a wait that began at `since`: at most the timeout, never past
-  # the deadline.
-  defp wait(s, since), do: max(min(since + s.opts.timeout_ms, s.deadline) - now(), 0)
 
   defp now, do: System.monotonic_time(:millisecond)
 
