@@ -137,6 +137,8 @@ defmodule Mix.HrwNative.DownloadTest do
       message = error!(c, base_url: base, cargo: c.fake_cargo)
       assert message =~ "refusing the precompiled hrw NIF: #{base}/", message
       assert message =~ said, message
+      # The base URL came from the project, not from HRW_NATIVE_BASE_URL.
+      refute message =~ "HRW_NATIVE_BASE_URL"
       # One request: the Location was neither followed nor spliced into another.
       assert [{path, headers}] = requests()
       refute path =~ "X-Injected"
