@@ -102,6 +102,55 @@ defmodule Mix.HrwNative.DownloadBoundaryTest do
     assert why =~ "answered HTTP 404): built it with cargo"
   end
 
+  test "a calling VM killed outright (SIGKILL) leaves no download process", c do
+    drip = dripping()
+    root = Path.expand("../..", __DIR__)
+
+    script = """
+    compiled =
+      for file <- ~w(wire proxy tls download_failure download),
+          pair <- Code.require_file("mix/hrw_native/\#{file}.ex", #{inspect(root)}),
+          do: pair
+
+    Mix.HrwNative.Download.keep(compiled)
+    Mix.HrwNative.Download.download(#{inspect(drip)}, %{timeout_ms: 60_000, max_bytes: 100_000})
+    """
+
+    vm =
+      Port.open({:spawn_executable, System.find_executable("elixir")}, [
+        :binary,
+        args: ["-e", script],
+        cd: c.case_dir
+      ])
+
+    {:os_pid, vm_pid} = Port.info(vm, :os_pid)
+    # Mid-download: the request has reached the mirror.
+    assert_receive {:mirror_request, _, _}, 60_000
+    [child] = children_of(children_of(Integer.to_string(vm_pid)))
+    assert File.read!("/proc/#{child}/cmdline") =~ "-hrw_native_download"
+
+    {_, 0} = System.cmd("kill", ["-KILL", Integer.to_string(vm_pid)])
+
+    gone = fn ->
+      not File.exists?("/proc/#{child}") or File.read!("/proc/#{child}/stat") =~ ") Z "
+    end
+
+    assert Stream.repeatedly(fn -> gone.() or (Process.sleep(20) && false) end)
+           |> Stream.take(500)
+           |> Enum.any?()
+  end
+
+  # The OS processes whose parent is one of `pids` (a pid or a list of them).
+  defp children_of(pids) do
+    pids = List.wrap(pids)
+
+    for dir <- Path.wildcard("/proc/[0-9]*"),
+        {:ok, stat} <- [File.read(dir <> "/stat")],
+        [_, rest] <- [String.split(stat, ") ", parts: 2)],
+        Enum.at(String.split(rest, " "), 1) in pids,
+        do: Path.basename(dir)
+  end
+
   test "the download's own timeout ends it, and nothing is left", c do
     stalled = serve(handler: fn _ -> stalled("HTTP/1.1 200 OK\r\ncontent-length: 9\r\n\r\n") end)
     message = mix_error(fn -> obtain(c, base_url: stalled, timeout_ms: 300) end)
