@@ -2,10 +2,11 @@
 # hostile loopback server: broken framing, bad Location and Content-Length values,
 # huge bodies, error bodies and header floods, answers :httpc itself cannot read,
 # and a 503 asking to retry followed by a huge 404 while a slow build runs. Each
-# case runs the download in a fresh VM and prints what it answered, how long it
-# took, that VM's peak RSS (VmHWM, and GNU time's maximum RSS when /usr/bin/time
-# exists) and how many requests the server saw in all (counted when the row is
-# printed: after the client VM has exited).
+# case runs the download from a fresh VM and prints what it answered, how long it
+# took, that VM's peak RSS (VmHWM; the download runs in a process of its own, so
+# GNU time's maximum RSS, when /usr/bin/time exists, is the larger of the two) and
+# how many requests the server saw in all (counted when the row is printed:
+# after the client VM has exited).
 #
 #   elixir bench/download_hostile.exs [case ...]     (default: every case)
 #   elixir bench/download_hostile.exs --start-cost 21
