@@ -1,18 +1,14 @@
 # The compiler that installs the NIF (precompiled, or built with cargo) lives
 # outside lib/: it has to exist before the project's own modules are compiled.
-Code.require_file("mix/hrw_native/json.ex", __DIR__)
-Code.require_file("mix/hrw_native/otp_apps.ex", __DIR__)
-Code.require_file("mix/hrw_native/safe_file.ex", __DIR__)
-Code.require_file("mix/hrw_native/wire.ex", __DIR__)
-Code.require_file("mix/hrw_native/proxy.ex", __DIR__)
-Code.require_file("mix/hrw_native/tls.ex", __DIR__)
-Code.require_file("mix/hrw_native/download_failure.ex", __DIR__)
-Code.require_file("mix/hrw_native/download.ex", __DIR__)
-Code.require_file("mix/hrw_native/target.ex", __DIR__)
-Code.require_file("mix/hrw_native/checksums.ex", __DIR__)
-Code.require_file("mix/hrw_native/archive.ex", __DIR__)
-Code.require_file("mix/hrw_native/cache.ex", __DIR__)
-Code.require_file("mix/hrw_native/precompiled.ex", __DIR__)
+# The download runs in an OS process of its own, from the object code compiled
+# here (Mix.HrwNative.Download.keep/1).
+compiled =
+  for file <- ~w(json otp_apps safe_file wire proxy tls download_failure download target
+                 checksums archive cache precompiled),
+      pair <- Code.require_file("mix/hrw_native/#{file}.ex", __DIR__) || [],
+      do: pair
+
+Mix.HrwNative.Download.keep(compiled)
 Code.require_file("mix/tasks/compile.hrw_native.ex", __DIR__)
 
 defmodule HRW.MixProject do

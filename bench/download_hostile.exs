@@ -2,12 +2,19 @@
 # hostile loopback server: broken framing, bad Location and Content-Length values,
 # huge bodies, error bodies and header floods, answers :httpc itself cannot read,
 # and a 503 asking to retry followed by a huge 404 while a slow build runs. Each
-# case runs the download in a fresh VM and prints what it answered, how long it
-# took, that VM's peak RSS (VmHWM, and GNU time's maximum RSS when /usr/bin/time
-# exists) and how many requests the server saw in all (counted when the row is
-# printed: after the client VM has exited).
+# case runs the download from a fresh VM and prints what it answered, how long it
+# took, that VM's peak RSS (VmHWM; the download runs in a process of its own, so
+# GNU time's maximum RSS, when /usr/bin/time exists, is the larger of the two) and
+# how many requests the server saw in all (counted when the row is printed:
+# after the client VM has exited).
 #
 #   elixir bench/download_hostile.exs [case ...]     (default: every case)
+#   elixir bench/download_hostile.exs --start-cost 21
+#                      what the download's own OS process costs: the median of
+#                      21 downloads of 5 bytes from loopback
+#   elixir bench/download_hostile.exs --long-lived 3
+#                      a 4 GiB 404 at full speed in one VM: to its end, and with
+#                      its caller killed mid-download (Linux: reads /proc)
 #   CACERTS=bundle.pem elixir bench/download_hostile.exs "<case>"
 #                      the same over https, trusting the bundle (read once, as the
 #                      compile task reads HRW_NATIVE_CACERTS_PATH)
@@ -198,13 +205,132 @@ defmodule Hostile do
     end
   end
 
-  # -- the client, in its own VM ----------------------------------------------------------
-
-  def client(url) do
+  # The download's modules, as mix.exs loads them.
+  defp load do
     root = Path.expand("..", __DIR__)
 
-    for file <- ~w(otp_apps wire proxy safe_file tls download_failure download),
-        do: Code.require_file("mix/hrw_native/#{file}.ex", root)
+    compiled =
+      for file <- ~w(otp_apps wire proxy safe_file tls download_failure download),
+          pair <- Code.require_file("mix/hrw_native/#{file}.ex", root),
+          do: pair
+
+    apply(Mix.HrwNative.Download, :keep, [compiled])
+  end
+
+  # -- the client, in its own VM ----------------------------------------------------------
+
+  # What the boundary costs: `runs` downloads of a 5-byte 200 from loopback, one
+  # after another, each in its own OS process; the milliseconds of each.
+  def start_cost(runs) do
+    load()
+    {port, _} = serve(raw("HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello", nil))
+    url = "http://127.0.0.1:#{port}/a"
+
+    times =
+      for _ <- 1..runs do
+        started = System.monotonic_time(:microsecond)
+
+        {:ok, "hello", _} =
+          apply(Mix.HrwNative.Download, :download, [url, %{timeout_ms: 30_000, max_bytes: 100}])
+
+        (System.monotonic_time(:microsecond) - started) / 1000
+      end
+
+    sorted = Enum.sort(times)
+    median = Enum.at(sorted, div(runs, 2))
+
+    IO.puts(
+      "# #{DateTime.utc_now() |> DateTime.truncate(:second)}; OTP #{System.otp_release()}; " <>
+        "Elixir #{System.version()}; #{runs} downloads"
+    )
+
+    IO.puts(
+      "median #{Float.round(median, 1)} ms, min #{Float.round(hd(sorted), 1)} ms, max #{Float.round(List.last(sorted), 1)} ms"
+    )
+  end
+
+  # A 4 GiB 404 at full speed in this one VM, `runs` times to its end and `runs`
+  # times with its caller killed 100 ms in: each download's time and answer, its
+  # process's peak RSS (VmHWM, last read while it lived), whether any of its
+  # processes is left, and this VM's own peak RSS at the end.
+  def long_lived(runs) do
+    load()
+    gib = 4 * 1024 * @mib
+
+    huge =
+      raw(
+        "HTTP/1.1 404 No\r\ncontent-length: #{gib}\r\n\r\n",
+        &repeat(&1, :binary.copy("e", @mib), 4096)
+      )
+
+    {port, _} = serve(huge)
+    url = "http://user:secret@127.0.0.1:#{port}/a"
+    opts = %{timeout_ms: 30_000, max_bytes: 32 * @mib}
+    download = fn -> apply(Mix.HrwNative.Download, :download, [url, opts]) end
+
+    for run <- 1..runs do
+      started = System.monotonic_time(:millisecond)
+      task = Task.async(download)
+      [child] = await(&running/0)
+      peak = Stream.repeatedly(fn -> Process.sleep(2) && hwm(child) end) |> Enum.take_while(& &1)
+      {kind, message} = Task.await(task, :infinity)
+      ms = System.monotonic_time(:millisecond) - started
+
+      IO.puts(
+        "to its end #{run}: #{kind} in #{ms} ms, its process's peak RSS #{Enum.max([0 | peak])} MiB: #{message}"
+      )
+    end
+
+    for run <- 1..runs do
+      caller = spawn(download)
+      [_] = await(&running/0)
+      Process.sleep(100)
+      Process.exit(caller, :kill)
+      gone = await(fn -> children() == [] end)
+
+      IO.puts(
+        "killed #{run}: its processes left 10 s later at most: #{if gone, do: 0, else: length(children())}"
+      )
+    end
+
+    IO.puts("this VM: peak RSS #{hwm(System.pid())} MiB")
+  end
+
+  # fun's first truthy answer, asked every 2 ms for at most 5,000 times.
+  defp await(fun),
+    do:
+      Stream.repeatedly(fn -> Process.sleep(2) && fun.() end)
+      |> Stream.take(5000)
+      |> Enum.find(& &1)
+
+  defp running, do: with([] <- children(), do: nil)
+
+  defp hwm(pid) do
+    with {:ok, text} <- File.read("/proc/#{pid}/status"),
+         [_, kb] <- Regex.run(~r/VmHWM:\s+(\d+)/, text),
+         do: div(String.to_integer(kb), 1024),
+         else: (_ -> nil)
+  end
+
+  # This VM's download processes: `-hrw_native_download` children of its port helper.
+  defp children do
+    me = System.pid()
+
+    procs =
+      for dir <- Path.wildcard("/proc/[0-9]*"),
+          {:ok, stat} <- [File.read(dir <> "/stat")],
+          {:ok, cmdline} <- [File.read(dir <> "/cmdline")],
+          [_, rest] <- [String.split(stat, ") ", parts: 2)],
+          [state, ppid | _] = String.split(rest, " "),
+          state != "Z",
+          do: {Path.basename(dir), ppid, cmdline}
+
+    helpers = for {pid, ^me, _} <- procs, do: pid
+    for {pid, ppid, cmdline} <- procs, ppid in helpers, cmdline =~ "-hrw_native_download", do: pid
+  end
+
+  def client(url) do
+    load()
 
     started = System.monotonic_time(:millisecond)
 
@@ -244,6 +370,12 @@ end
 case System.argv() do
   ["--client", url] ->
     Hostile.client(url)
+
+  ["--start-cost", runs] ->
+    Hostile.start_cost(String.to_integer(runs))
+
+  ["--long-lived", runs] ->
+    Hostile.long_lived(String.to_integer(runs))
 
   names ->
     cases = for {name, _} = c <- Hostile.cases(), names == [] or name in names, do: c

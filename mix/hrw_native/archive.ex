@@ -23,12 +23,9 @@ defmodule Mix.HrwNative.Archive do
   def max_library_bytes, do: @max_library_bytes
 
   @doc """
-  Verifies an archive against its checksum (`"sha256:<hex>"`) and returns the one
-  library it holds. `from` says where it came from, and `opts.checksum_file`
-  (when given) which checksum file spoke, for the message. Refused: a digest that
-  differs, anything that is not a gzipped tar holding exactly the one regular
-  file `Target.library_name(name)`, or a library over the size limit (found while
-  inflating: an archive is never inflated past it).
+  The one library an archive holds, if its digest is `expected` and it is a
+  gzipped tar of exactly the regular file `Target.library_name(name)`, never
+  inflated past the size limit. `from` and `opts.checksum_file` are for the message.
   """
   @spec verify(binary(), String.t(), String.t(), String.t(), map()) ::
           {:ok, binary()} | {:refused, String.t()}

@@ -25,20 +25,13 @@ defmodule Mix.HrwNative.Cache do
     with :ok <- usable_cache(dir), do: read_cached(path)
   end
 
-  @doc "Caches `archive` at `path`, best effort: a cache that cannot be written costs a download next time."
-  @spec write(Path.t(), binary()) :: :ok
-  def write(path, archive) do
-    _ = Mix.HrwNative.SafeFile.write(path, archive)
-    :ok
-  end
-
   defp usable_cache(dir) do
     case Mix.HrwNative.SafeFile.private_dir(dir) do
       :ok ->
         :ok
 
       {:error, reason} ->
-        Mix.shell().error("hrw: not using the archive cache (HRW_NATIVE_CACHE_DIR): #{reason}")
+        Mix.shell().error("hrw: not using the archive cache: #{reason}")
         {:untrusted, reason}
     end
   end

@@ -5,35 +5,45 @@ defmodule Mix.HrwNative.Download do
   @redirects [301, 302, 303, 307, 308]
 
   @moduledoc """
-  The one HTTP download of the compile task, through OTP's `:httpc` (as Mix, Hex
-  and RustlerPrecompiled fetch), a stand-alone one started for each request and
-  stopped before it returns: `:httpc` speaks HTTP/1.1 and to proxies; this module
-  keeps the policy. Every URL and header value it acts
-  on is checked by `Mix.HrwNative.Wire`; the proxy comes from
-  `Mix.HrwNative.Proxy`.
-
-    * Redirects are followed here, not by `:httpc`: at most #{@max_redirects}, each
-      `Location` checked as the first URL was, and never to another scheme.
-    * TLS: `Mix.HrwNative.TLS`'s options.
-    * A 200's body is streamed (`stream: {:self, :once}`) into one binary, and the
-      request is cancelled as soon as it would pass the size limit. `:httpc` holds
-      the status line, the headers and the whole body of any other status before
-      it answers: the request is cancelled once they hold more than
-      #{div(@max_held_bytes, 1024 * 1024)} MiB (docs/NATIVE.md has the figures).
-    * One deadline for the whole download, redirects included: 20 times the
-      timeout, which also bounds each wait for the next message.
+  The compile task's one HTTP download, in an OS process of its own: `download/2`
+  starts an `erl` of the VM's own OTP and Elixir through a port and hands it the
+  request on its standard input; there OTP's `:httpc` makes the requests and
+  this module keeps the policy (docs/NATIVE.md, "The download's boundary"). The
+  child halts when its input closes (its caller or the caller's VM ended), at
+  its own deadline, or once it has answered; a watchdog refuses the download
+  once the child holds #{div(@max_held_bytes, 1024 * 1024)} MiB beyond twice the
+  body's limit; it writes no crash dump and logs nothing. Redirects are followed
+  here (at most #{@max_redirects}, each `Location` checked by `Mix.HrwNative.Wire`,
+  never to another scheme); TLS is `Mix.HrwNative.TLS`'s, the proxy
+  `Mix.HrwNative.Proxy`'s; a 200's body is refused as soon as it would pass its
+  limit; one deadline, 20 timeouts, covers the whole download.
   """
 
   alias Mix.HrwNative.{Proxy, TLS, Wire}
   alias Mix.HrwNative.Download.Failure
 
-  @filter :hrw_native_httpc
+  # The child's code: the object code mix.exs compiled (keep/1).
+  @modules [Wire, Proxy, TLS, Failure, __MODULE__]
+  @compiled {__MODULE__, :object_code}
+
+  # The child reads the request, loads the code and runs child/2; any failure
+  # halts it silently (a crash report could print the request).
+  @boot ~S"""
+  try
+    P = open_port({fd, 0, 1}, [binary, {packet, 4}, eof]),
+    receive {P, {data, D}} -> ok end,
+    {Code, Job} = binary_to_term(D),
+    {ok, _} = application:ensure_all_started(elixir),
+    [{module, M} = code:load_binary(M, "hrw_native", B) || {M, B} <- Code],
+    'Elixir.Mix.HrwNative.Download':child(P, Job)
+  catch _:_ -> erlang:halt(3, [{flush, false}])
+  end.
+  """
 
   @typedoc """
-  `:timeout_ms`: the longest wait for a connection or for the next part of the
-  answer (the whole download gets 20 times that); `:max_bytes`: the body's size
-  limit; `:cacerts`: the DER CA certificates to trust (`Mix.HrwNative.TLS.read_pem/1`), nil for the
-  OS's; `:proxies`: `Mix.HrwNative.Proxy.settings/1`.
+  `:timeout_ms`: the longest wait for a connection or the next part of the answer;
+  `:max_bytes`: the body's limit; `:cacerts`: DER CA certificates (nil: the
+  OS's); `:proxies`: `Mix.HrwNative.Proxy.settings/1`.
   """
   @type options :: %{
           required(:timeout_ms) => pos_integer(),
@@ -43,47 +53,163 @@ defmodule Mix.HrwNative.Download do
         }
 
   @typedoc """
-  `{:ok, body, url}`, `url` being the one the body came from (after redirects,
-  as shown); `{:unavailable, reason}` when nothing came (no answer, a timeout, an
-  HTTP error status, a network error, an unusable proxy setting); `{:refused,
-  reason}` when what came must not be used (a body over the limit or shorter than
-  declared, a certificate that fails verification, a redirect that is not
-  allowed).
+  `{:ok, body, url}` (where the body came from, as shown); `{:unavailable,
+  reason}` when nothing came; `{:refused, reason}` when what came must not be used.
   """
   @type result ::
           {:ok, binary(), String.t()} | {:unavailable, String.t()} | {:refused, String.t()}
 
-  @doc "Downloads `url` into memory. See `t:options/0` and `t:result/0`."
+  @doc "Downloads `url` into memory, in a process of its own. See `t:options/0` and `t:result/0`."
   @spec download(String.t(), options()) :: result()
   def download(url, opts) do
-    :ok = Mix.HrwNative.OTPApps.on_code_path([:crypto, :asn1, :public_key, :ssl, :inets])
+    case Wire.parse(url) do
+      {:ok, parsed} ->
+        # The port's owner: it closes the port (so the child halts) as soon as
+        # the caller ends, and none of its failures can reach the caller.
+        {caller, tag} = {self(), make_ref()}
+        {_, ref} = spawn_monitor(fn -> send(caller, {tag, own(caller, url, opts, parsed)}) end)
 
-    with {:ok, _} <- Application.ensure_all_started(:ssl),
-         {:ok, _} <- Application.ensure_all_started(:inets),
-         {:ok, url} <- refuse(Wire.parse(url), "refusing to download from a URL that ") do
-      get(url, opts, System.monotonic_time(:millisecond) + opts.timeout_ms * 20, 0)
-    else
-      {:error, _} -> {:unavailable, "cannot start OTP's HTTP client (its ssl or inets failed)"}
-      other -> other
+        receive do
+          {^tag, result} ->
+            Process.demonitor(ref, [:flush]) && result
+
+          {:DOWN, ^ref, _, _, _} ->
+            {:unavailable, "the download of #{Wire.show(parsed)} ended without an answer"}
+        end
+
+      {:error, reason} ->
+        {:refused, "refusing to download from a URL that " <> reason}
     end
   end
 
-  defp refuse({:error, reason}, prefix), do: {:refused, prefix <> reason}
-  defp refuse(ok, _prefix), do: ok
+  defp own(caller, url, opts, parsed) do
+    Process.flag(:trap_exit, true)
+    watch = Process.monitor(caller)
+
+    # ArgumentError (rescued below) if mix.exs kept no code for it.
+    code = :persistent_term.get(@compiled)
+
+    port =
+      Port.open({:spawn_executable, :os.find_executable(~c"erl", ~c"#{:code.root_dir()}/bin")}, [
+        :binary,
+        :exit_status,
+        packet: 4,
+        cd: "/",
+        args:
+          ~w(-noinput -kernel logger_level none -hrw_native_download -pa) ++
+            [Path.dirname(:code.which(Kernel)), "-eval", @boot],
+        env:
+          [{~c"ERL_CRASH_DUMP_SECONDS", ~c"0"}, {~c"ERL_CRASH_DUMP", ~c"/dev/null"}] ++
+            for(name <- ~w(ERL_AFLAGS ERL_FLAGS ERL_ZFLAGS), do: {~c"#{name}", false})
+      ])
+
+    # Closed explicitly: a port ignores its owner's normal exit.
+    try do
+      Port.command(port, :erlang.term_to_binary({code, {url, opts}}))
+      # The child's own deadline is 21 timeouts; its start is given one more.
+      await(port, watch, parsed, now() + opts.timeout_ms * 22)
+    after
+      close(port)
+    end
+  rescue
+    error in [ErlangError, ArgumentError] ->
+      {:unavailable,
+       "cannot start the download's process (#{Wire.escape(Exception.message(error))})"}
+  end
+
+  defp close(port) do
+    Port.close(port)
+  rescue
+    ArgumentError -> :ok
+  end
+
+  @doc false
+  # mix.exs hands over what Code.require_file/2 compiled: the child's modules.
+  @spec keep([{module(), binary()}]) :: :ok
+  def keep(compiled) do
+    case for {module, _} = pair <- compiled, module in @modules, do: pair do
+      [] -> :ok
+      code -> :persistent_term.put(@compiled, code)
+    end
+  end
+
+  defp await(port, watch, url, deadline) do
+    receive do
+      {^port, {:data, data}} ->
+        :erlang.binary_to_term(data, [:safe])
+
+      {^port, {:exit_status, status}} ->
+        {:unavailable,
+         "the download of #{Wire.show(url)} stopped (status #{status}) before it answered"}
+
+      {:EXIT, ^port, _} ->
+        {:unavailable, "the download of #{Wire.show(url)} stopped before it answered"}
+
+      {:DOWN, ^watch, _, _, _} ->
+        exit(:normal)
+    after
+      max(deadline - now(), 0) ->
+        {:unavailable,
+         "downloading #{Wire.show(url)}: its process did not answer in time (timed out)"}
+    end
+  end
+
+  @doc false
+  # The child's side (see @boot): runs the download in a process of its own,
+  # watches its memory, answers once and halts.
+  @spec child(port(), {String.t(), options()}) :: no_return()
+  def child(port, {url, opts}) do
+    {:ok, _} = Application.ensure_all_started(:ssl)
+    {:ok, _} = Application.ensure_all_started(:inets)
+    {parent, {:ok, url}} = {self(), Wire.parse(url)}
+    before = :erlang.memory(:total)
+    deadline = now() + opts.timeout_ms * 20
+    {_, ref} = spawn_monitor(fn -> send(parent, {:result, get(url, opts, deadline, 0)}) end)
+    limit = @max_held_bytes + 2 * opts.max_bytes
+    watch(port, ref, {before, limit}, deadline + opts.timeout_ms, url)
+  end
+
+  # What the child holds beyond what it held before the request: the body (at
+  # most twice its limit while it grows) and @max_held_bytes more.
+  defp watch(port, ref, {before, limit} = budget, deadline, url) do
+    receive do
+      {:result, result} ->
+        finish(port, result)
+
+      {^port, :eof} ->
+        :erlang.halt(1, flush: false)
+
+      {:DOWN, ^ref, _, _, _} ->
+        finish(port, {:unavailable, "downloading #{Wire.show(url)} failed in OTP's HTTP client"})
+    after
+      @poll_ms ->
+        held = :erlang.memory(:total) - before
+
+        cond do
+          held > limit -> finish(port, Failure.over_memory(url, held, limit))
+          now() > deadline -> :erlang.halt(2, flush: false)
+          true -> watch(port, ref, budget, deadline, url)
+        end
+    end
+  end
+
+  defp finish(port, result) do
+    Port.command(port, :erlang.term_to_binary(result))
+    :erlang.halt(0)
+  end
+
+  # -- within the child: the requests -----------------------------------------------
 
   defp get(url, _opts, _deadline, redirects) when redirects > @max_redirects,
     do: {:unavailable, "more than #{@max_redirects} redirects, the last to #{Wire.show(url)}"}
 
   defp get(url, opts, deadline, redirects) do
     with {:ok, proxy} <- route(url, opts),
-         {:ok, tls} <- TLS.options(url, opts) do
-      case request(url, proxy, tls, opts, deadline) do
-        {:redirect, locations} ->
-          with {:ok, next} <- refuse(Wire.location(url, locations), ""),
-               do: get(next, opts, deadline, redirects + 1)
-
-        result ->
-          result
+         {:ok, tls} <- TLS.options(url, opts),
+         {:redirect, locations} <- request(url, proxy, tls, opts, deadline, redirects) do
+      case Wire.location(url, locations) do
+        {:ok, next} -> get(next, opts, deadline, redirects + 1)
+        {:error, reason} -> {:refused, reason}
       end
     end
   end
@@ -96,64 +222,16 @@ defmodule Mix.HrwNative.Download do
     end
   end
 
-  # -- the client: one stand-alone :httpc per request ---------------------------------
-
-  # A stand-alone :httpc (its manager, unregistered, and the handler it links)
-  # lives for one request: `stop/1` kills both and waits for them, so nothing it
-  # holds or schedules outlives the request. Unregistered, it cannot re-send a
-  # request by itself: the re-send :httpc schedules for a 503 with Retry-After
-  # is addressed to a registered profile name, and lands nowhere.
-  defp client(proxy) do
-    case :inets.start(:httpc, [profile: :hrw_native], :stand_alone) do
-      {:ok, client} ->
-        true = Process.unlink(client)
-        at = proxy && {to_list(proxy.host), proxy.port}
-        via = if at, do: [proxy: {at, []}, https_proxy: {at, []}], else: []
-        # One request, no connection kept: every request connects anew.
-        :ok = :httpc.set_options([ipfamily: :inet6fb4, max_sessions: 1] ++ via, client)
-        _ = :logger.remove_primary_filter(@filter)
-        :ok = :logger.add_primary_filter(@filter, {&__MODULE__.quiet/2, client})
-        {:ok, client}
-
-      {:error, _} ->
-        {:unavailable, "cannot start OTP's HTTP client"}
-    end
-  end
-
-  defp stop(client) do
-    {:links, handlers} = Process.info(client, :links) || {:links, []}
-
-    # The handlers first: killed, the manager's death cannot make them report.
-    for pid <- handlers ++ [client], is_pid(pid) do
-      ref = Process.monitor(pid)
-      Process.exit(pid, :kill)
-      receive do: ({:DOWN, ^ref, _, _, _} -> :ok)
-    end
-
-    _ = :logger.remove_primary_filter(@filter)
-  end
-
-  @doc false
-  # A logger filter, while a request runs: what the client's processes log (a
-  # crash report prints their state, the request's credentials with it) is
-  # dropped; what went wrong reaches the caller as the request's result.
-  @spec quiet(:logger.log_event(), pid()) :: :stop | :ignore
-  def quiet(_event, client),
-    do: if(client in [self() | Process.get(:"$ancestors", [])], do: :stop, else: :ignore)
-
-  # -- one request -------------------------------------------------------------------
-
-  defp request(url, proxy, tls, opts, deadline) do
-    with {:ok, client} <- client(proxy) do
-      try do
-        request(url, client, proxy, tls, opts, deadline)
-      after
-        stop(client)
-      end
-    end
-  end
-
-  defp request(url, client, proxy, tls, opts, deadline) do
+  # One stand-alone :httpc per request, under a name of its own (a redirect's
+  # request starts another), one connection, not kept. Unregistered, it cannot
+  # re-send a request by itself (the re-send :httpc schedules for a 503 with
+  # Retry-After is addressed to a registered profile name, and lands nowhere).
+  defp request(url, proxy, tls, opts, deadline, redirects) do
+    {:ok, client} = :inets.start(:httpc, [profile: :"hrw_native#{redirects}"], :stand_alone)
+    true = Process.unlink(client)
+    at = proxy && {to_list(proxy.host), proxy.port}
+    via = if at, do: [proxy: {at, []}, https_proxy: {at, []}], else: []
+    :ok = :httpc.set_options([ipfamily: :inet6fb4, max_sessions: 1] ++ via, client)
     left = max(deadline - now(), 1)
 
     headers =
@@ -183,19 +261,11 @@ defmodule Mix.HrwNative.Download do
         handler = Enum.find(links, &is_pid/1)
         watch = if handler, do: Process.monitor(handler), else: make_ref()
         if handler == nil, do: send(self(), {:DOWN, watch, :process, nil, :noproc})
-        before = :erlang.memory(:binary)
-
-        try do
-          answer(Map.merge(s, %{ref: ref, handler: handler, watch: watch, before: before}))
-        after
-          Process.demonitor(watch, [:flush])
-        end
+        answer(Map.merge(s, %{ref: ref, watch: watch}))
 
       {:error, reason} ->
         Failure.failed(s, reason)
     end
-  after
-    flush()
   end
 
   defp basic(_name, nil), do: []
@@ -210,16 +280,8 @@ defmodule Mix.HrwNative.Download do
 
   defp proxy_auth(_), do: []
 
-  defp flush do
-    receive do
-      {:http, _} -> flush()
-    after
-      0 -> :ok
-    end
-  end
-
   defp answer(s) do
-    case next(s, now()) do
+    case next(s) do
       {:start, headers, pid} ->
         headers = binary_headers(headers)
 
@@ -236,6 +298,11 @@ defmodule Mix.HrwNative.Download do
             body(%{s | length: length, chunked: chunked}, pid, <<>>)
         end
 
+      {:whole, {{_, 407, _}, _headers, _body}} when s.proxy != nil ->
+        {:unavailable,
+         "the proxy #{s.proxy.shown} answered HTTP 407 (it asks for credentials) to the " <>
+           "request for #{Wire.show(s.url)}"}
+
       {:whole, {{_, status, _}, headers, _body}} when status in @redirects ->
         {:redirect, values(binary_headers(headers), "location")}
 
@@ -251,7 +318,7 @@ defmodule Mix.HrwNative.Download do
   end
 
   defp body(s, pid, acc) do
-    case next(s, now(), byte_size(acc)) do
+    case next(s) do
       {:part, part} when byte_size(acc) + byte_size(part) > s.opts.max_bytes ->
         Failure.oversized(s, byte_size(acc) + byte_size(part))
 
@@ -278,14 +345,9 @@ defmodule Mix.HrwNative.Download do
   defp stop_or_unexpected(s, _other),
     do: {:unavailable, "#{Wire.show(s.url)}: :httpc sent its messages out of order"}
 
-  # The next message about the request. While it waits, the memory :httpc holds
-  # for the answer is looked at every @poll_ms: it keeps a status line, the
-  # headers and any body but a 200's in memory until they have all come, so an
-  # answer that grows past @max_held_bytes is cancelled (docs/NATIVE.md says
-  # what this bounds). Counted: the handler's heap and the VM's binaries made
-  # since the request began, but for the `held` bytes of a 200's body this
-  # process holds (twice: a binary that grows may have that much room).
-  defp next(s, since, held \\ 0) do
+  # The next message about the request, waited for at most the timeout and never
+  # past the deadline.
+  defp next(s) do
     {ref, watch} = {s.ref, s.watch}
 
     receive do
@@ -296,23 +358,7 @@ defmodule Mix.HrwNative.Download do
       {:http, {^ref, response}} -> {:whole, response}
       {:DOWN, ^watch, _, _, _} -> {:error, :dropped}
     after
-      min(@poll_ms, wait(s, since)) ->
-        heap = with {:memory, bytes} <- s.handler && Process.info(s.handler, :memory), do: bytes
-        bytes = max(:erlang.memory(:binary) - s.before - 2 * held, 0) + (heap || 0)
-
-        cond do
-          bytes > @max_held_bytes ->
-            {:refused,
-             "#{Wire.show(s.url)} sent over #{div(bytes, 1024 * 1024)} MiB of status line, " <>
-               "headers or error body, over the #{div(@max_held_bytes, 1024 * 1024)} MiB " <>
-               "an answer may hold before its body"}
-
-          wait(s, since) == 0 ->
-            Failure.timed_out(s)
-
-          true ->
-            next(s, since, held)
-        end
+      max(min(s.opts.timeout_ms, s.deadline - now()), 0) -> Failure.timed_out(s)
     end
   end
 
@@ -320,10 +366,6 @@ defmodule Mix.HrwNative.Download do
     do: for({k, v} <- headers, do: {String.downcase(to_string(k)), :erlang.iolist_to_binary(v)})
 
   defp values(headers, name), do: for({^name, value} <- headers, do: value)
-
-  # What is left of a wait that began at `since`: at most the timeout, never past
-  # the deadline.
-  defp wait(s, since), do: max(min(since + s.opts.timeout_ms, s.deadline) - now(), 0)
 
   defp now, do: System.monotonic_time(:millisecond)
 

@@ -1,11 +1,8 @@
 defmodule Mix.HrwNative.Download.Failure do
   @moduledoc """
-  A failed download in one sentence: what `:httpc` answered, a wait that ran out,
-  a body over the limit or cut short, as `{:refused, message}` (what came must not
-  be used) or `{:unavailable, message}` (nothing came). `s` is the request's state
-  in `Mix.HrwNative.Download`: its `:url`, `:proxy`, `:opts`, `:deadline`, and the
-  body's declared `:length` and `:chunked` framing. Every URL is shown by
-  `Mix.HrwNative.Wire.show/1` and every outside value escaped.
+  A failed download in one sentence, `{:refused, message}` or `{:unavailable,
+  message}`, every URL shown by `Mix.HrwNative.Wire.show/1` and every outside
+  value escaped. `s` is `Mix.HrwNative.Download`'s request state.
   """
 
   alias Mix.HrwNative.Wire
@@ -126,6 +123,14 @@ defmodule Mix.HrwNative.Download.Failure do
     do:
       {:refused,
        "#{Wire.show(s.url)} is at least #{size} bytes, over the #{s.opts.max_bytes}-byte limit of an archive"}
+
+  @doc "An answer that made the download's process hold `held` bytes, over `limit`."
+  @spec over_memory(Wire.url(), pos_integer(), pos_integer()) :: result()
+  def over_memory(url, held, limit),
+    do:
+      {:refused,
+       "#{Wire.show(url)} sent more than a download may hold: over #{div(held, 1_048_576)} MiB " <>
+         "in memory, over its #{div(limit, 1_048_576)} MiB (twice the body's limit, and 16 MiB)"}
 
   @doc "A body that ended before its declared length."
   @spec truncated(map(), non_neg_integer()) :: result()

@@ -1,9 +1,8 @@
 defmodule Mix.HrwNative.OTPApps do
   @moduledoc false
-  # Mix 1.15+ keeps only the project's own applications on the code path while it
-  # compiles, so OTP's :ssl, :public_key, :inets and :crypto must be put back before
-  # they are used (`Mix.ensure_application!/1`, which Elixir 1.14 lacks and does
-  # not need).
+  # Mix 1.15+ keeps only the project's applications on the code path while it
+  # compiles: OTP's :crypto or :public_key is put back before it is used
+  # (`Mix.ensure_application!/1`, which Elixir 1.14 lacks and does not need).
 
   @doc false
   @spec on_code_path([atom()]) :: :ok

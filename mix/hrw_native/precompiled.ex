@@ -1,15 +1,9 @@
 defmodule Mix.HrwNative.Precompiled do
   @moduledoc """
-  The precompiled path, with OTP alone (no Hex package), in rooms of one job
-  each: `Mix.HrwNative.Target` (what an archive is for and its name),
-  `Mix.HrwNative.Checksums` (the checksum file, the trust anchor),
-  `Mix.HrwNative.Cache`, `Mix.HrwNative.Download` (the transfer) and
-  `Mix.HrwNative.Archive` (verify and unpack). `fetch/1` puts them together. The
-  conventions are RustlerPrecompiled's, so that moving to it later changes little.
-
-  `Mix.Tasks.Compile.HrwNative` decides when to use this (and when to build
-  from source); the producer tasks of `dev/` (`mix hrw.native.package`, `mix
-  hrw.native.checksum`) use the same names.
+  The precompiled path, with OTP alone: `Mix.HrwNative.Target` (names),
+  `Mix.HrwNative.Checksums` (the trust anchor), `Mix.HrwNative.Cache`,
+  `Mix.HrwNative.Download` and `Mix.HrwNative.Archive` (verify and unpack), put
+  together by `fetch/1`, with RustlerPrecompiled's conventions.
   """
 
   alias Mix.HrwNative.{Archive, Cache, Checksums, Target}
@@ -17,11 +11,8 @@ defmodule Mix.HrwNative.Precompiled do
   @default_timeout_ms 30_000
 
   @typedoc """
-  What `fetch/1` needs: `:version` (hrw's), `:checksum_file`, `:base_url`,
-  `:cache_dir`, `:target`, `:nif_version`, and optionally `:timeout_ms` (the longest
-  wait for a connection or for the next bytes; the whole download gets 20×),
-  `:max_bytes` (the archive's size limit), `:cacerts` (the DER CA certificates to
-  trust instead of the OS's) and `:proxies` (`Mix.HrwNative.Proxy.settings/1`).
+  What `fetch/1` needs; `:timeout_ms`, `:max_bytes`, `:cacerts` and `:proxies`
+  are `Mix.HrwNative.Download`'s options.
   """
   @type options :: %{
           required(:version) => String.t(),
@@ -37,13 +28,10 @@ defmodule Mix.HrwNative.Precompiled do
         }
 
   @typedoc """
-  `{:ok, library, from}`: verified library bytes and where the archive came from;
-  `{:unavailable, reason}`: no archive could be had (no entry for the target, or
-  the download failed), so a build from source may stand in;
-  `{:refused, reason}`: an archive was had (downloaded or in the cache) and is not
-  the one the checksum file names, the server failed TLS verification or
-  redirected from https to http, or the checksum file is unreadable: nothing may
-  be installed, and nothing may be built in its place.
+  `{:ok, library, from}`: verified library bytes and where they came from;
+  `{:unavailable, reason}`: no archive could be had (cargo may stand in);
+  `{:refused, reason}`: what was had must not be installed, nor anything built
+  in its place (checksum, TLS, redirect, checksum file).
   """
   @type result ::
           {:ok, binary(), String.t()} | {:unavailable, String.t()} | {:refused, String.t()}
@@ -53,11 +41,9 @@ defmodule Mix.HrwNative.Precompiled do
   def default_timeout_ms, do: @default_timeout_ms
 
   @doc """
-  Gets the library for `opts.target`: from the cache when an archive is there,
-  else downloaded from `opts.base_url` and cached. Every archive, cached or
-  downloaded, is checked against the checksum file before anything is returned,
-  and one that fails is refused, not replaced (see `t:result/0`). A cache folder
-  that other users can write and that is not ours is neither read nor written.
+  The library for `opts.target`, from the cache or downloaded and cached; every
+  archive is checked against the checksum file first, and one that fails is
+  refused, not replaced (see `t:result/0`).
   """
   @spec fetch(options()) :: result()
   def fetch(opts) do
@@ -107,7 +93,15 @@ defmodule Mix.HrwNative.Precompiled do
   end
 
   defp download_and_cache(name, expected, cached, opts, cache?) do
-    url = String.trim_trailing(opts.base_url, "/") <> "/" <> name
+    # The name goes at the end of the base URL's path; its query (a signed
+    # URL's) is kept, its fragment (never sent) dropped.
+    {base, query} =
+      case opts.base_url |> String.split("#", parts: 2) |> hd() |> String.split("?", parts: 2) do
+        [base, query] -> {base, "?" <> query}
+        [base] -> {base, ""}
+      end
+
+    url = String.trim_trailing(base, "/") <> "/" <> name <> query
 
     download_opts = %{
       timeout_ms: Map.get(opts, :timeout_ms, @default_timeout_ms),
@@ -118,7 +112,8 @@ defmodule Mix.HrwNative.Precompiled do
 
     with {:ok, archive, from} <- Mix.HrwNative.Download.download(url, download_opts),
          {:ok, library} <- Archive.verify(archive, name, expected, from, opts) do
-      if cache?, do: Cache.write(cached, archive)
+      # Best effort: a cache that cannot be written costs a download next time.
+      if cache?, do: Mix.HrwNative.SafeFile.write(cached, archive)
       {:ok, library, from}
     end
   end

@@ -1,14 +1,8 @@
 defmodule Mix.HrwNative.Proxy do
   @moduledoc """
-  The proxy a download goes through, read from the variables Mix, Hex, curl and
-  RustlerPrecompiled read: `http_proxy`/`HTTP_PROXY` for `http` URLs,
-  `https_proxy`/`HTTPS_PROXY` for `https` URLs (tunnelled with `CONNECT`), the
-  lowercase name first; `no_proxy`/`NO_PROXY` lists, comma-separated, the hosts
-  to reach directly: `*` (every host), a host name (itself and every name under
-  it: `example.com` covers `mirror.example.com`; a leading dot is the same), or an
-  IP address (that address, in any of its notations). A proxy is an `http://[user:password@]host[:port]`
-  URL (port 80 by default; `host:port` alone is read as `http://host:port`); its
-  credentials go out as `Proxy-Authorization`, and are never printed.
+  The proxy a download goes through, from the variables Mix, Hex, curl and
+  RustlerPrecompiled read (`http_proxy`, `https_proxy`, `no_proxy`, lowercase
+  first): docs/NATIVE.md, "Proxies", says how each is read.
   """
 
   alias Mix.HrwNative.Wire

@@ -1,12 +1,9 @@
 defmodule Mix.HrwNative.SafeFile do
   @moduledoc """
-  The compile task's file writes and reads, safe in a folder that someone else can
-  write to: every file is written in a new folder of ours under a random name,
-  then renamed over its destination (replacing a link, never writing through it);
-  every read is capped before a byte is read; a file of the cache is read only if
-  it is ours, in a folder of ours closed to others, opened so that a FIFO cannot
-  block (`read_own/2`); an install folder that others can write and that is not
-  ours is refused.
+  The compile task's file writes and reads, safe where someone else could act:
+  writes through a new folder of ours renamed into place; reads capped, of
+  regular files only, checked as opened (`read_own/2`); folders checked for
+  who can write them (`private_dir/1`, `trusted_dir/1`).
   """
 
   import Bitwise
@@ -73,15 +70,12 @@ defmodule Mix.HrwNative.SafeFile do
   end
 
   @doc """
-  Reads the file `path` that this user owns, if it is a regular file of at most
-  `max` bytes, so that nothing swapped in at its name can block or mislead the
-  read: it is opened for reading and writing (which never waits for a writer, as
-  a read-only open of a FIFO does; nothing is written) and then checked as
-  opened: a regular file, the one `lstat` saw. On a read-only filesystem, where
-  nothing can be swapped in, it is opened for reading. `{:error, :enoent}` when
-  there is none, `{:error, :changed}` when it was replaced while opened,
-  `{:error, {:not_ours, message}}` when another user owns it, `{:error, message}`
-  for anything else.
+  Reads the file `path` that this user owns, a regular file of at most `max`
+  bytes, so that nothing swapped in can block or mislead the read: opened for
+  reading and writing when its owner may write it (which never waits, as a
+  read-only open of a FIFO does), else (a read-only cache, a read-only
+  filesystem) for reading, then checked as opened: a regular file, the one
+  `lstat` saw. `{:error, :enoent | :changed | {:not_ours, message} | message}`.
   """
   @spec read_own(Path.t(), non_neg_integer()) ::
           {:ok, binary()} | {:error, :enoent | :changed | {:not_ours, String.t()} | String.t()}
@@ -97,7 +91,7 @@ defmodule Mix.HrwNative.SafeFile do
   @spec read_opened(Path.t(), File.Stat.t(), non_neg_integer()) ::
           {:ok, binary()} | {:error, :enoent | :changed | String.t()}
   def read_opened(path, seen, max) do
-    with {:ok, fd} <- open_own(path) do
+    with {:ok, fd} <- open_own(path, seen) do
       try do
         with {:ok, opened} <- :file.read_file_info(fd, time: :posix),
              :ok <- same(path, seen, File.Stat.from_record(opened)) do
@@ -129,12 +123,21 @@ defmodule Mix.HrwNative.SafeFile do
   end
 
   defp ours(path, %File.Stat{uid: uid}) do
-    if windows?() or uid == our_uid(),
-      do: :ok,
-      else: {:error, {:not_ours, "#{path} belongs to user #{uid}, not to this one"}}
+    case windows?() or our_uid() do
+      true -> :ok
+      {:ok, ^uid} -> :ok
+      _ -> {:error, {:not_ours, "#{path} belongs to user #{uid}, #{whose(uid)}"}}
+    end
   end
 
-  defp open_own(path) do
+  defp open_own(path, %File.Stat{mode: mode}) when (mode &&& 0o200) == 0,
+    do:
+      with(
+        {:error, reason} <- :file.open(path, [:read, :binary, :raw]),
+        do: open_error(path, reason)
+      )
+
+  defp open_own(path, _seen) do
     case :file.open(path, [:read, :write, :binary, :raw]) do
       {:ok, fd} ->
         {:ok, fd}
@@ -179,10 +182,9 @@ defmodule Mix.HrwNative.SafeFile do
   end
 
   @doc """
-  `:ok` when the folder `dir` (created if missing, readable by this user only) is
-  this user's and nobody else can write to it: a cache whose entries are
-  trusted. `{:error, message}` naming it otherwise. Not checked on Windows, whose
-  permissions are not POSIX modes.
+  `:ok` when the folder `dir` (created `0700` if missing) is this user's and
+  nobody else can write to it; `{:error, message}` naming it otherwise. Not
+  checked on Windows.
   """
   @spec private_dir(Path.t()) :: :ok | {:error, String.t()}
   def private_dir(dir) do
@@ -192,8 +194,8 @@ defmodule Mix.HrwNative.SafeFile do
         windows?() ->
           :ok
 
-        uid != our_uid() ->
-          {:error, "#{dir} belongs to user #{uid}, not to this one: it is not used"}
+        our_uid() != {:ok, uid} ->
+          {:error, "#{dir} belongs to user #{uid}, #{whose(uid)}: it is not used"}
 
         (mode &&& 0o022) != 0 ->
           {:error,
@@ -214,15 +216,18 @@ defmodule Mix.HrwNative.SafeFile do
   defp windows?, do: match?({:win32, _}, :os.type())
 
   @doc """
-  `:ok` when the folder `dir` (created if missing) may be written: it is ours, or
-  nobody else can write to it. `{:error, message}` naming it otherwise. Not
-  checked on Windows, whose permissions are not POSIX modes.
+  `:ok` when the folder `dir` (created if missing) and its parent may be
+  written: nobody but their owner can write to them. One of ours that others can
+  write (0777, as an earlier version could leave it) is closed to them first,
+  and the task says so. `{:error, message}` naming it when it is another user's
+  that others can write, or cannot be closed. Not checked on Windows.
   """
   @spec trusted_dir(Path.t()) :: :ok | {:error, String.t()}
   def trusted_dir(dir) do
-    with :ok <- mkdir(dir, 0o755),
-         {:ok, stat} <- stat(dir) do
-      check_owner(dir, stat)
+    with :ok <- mkdir(dir, 0o755) do
+      Enum.find_value([Path.dirname(dir), dir], :ok, fn folder ->
+        with {:ok, stat} <- stat(folder), :ok <- check_owner(folder, stat), do: nil
+      end)
     end
   end
 
@@ -250,39 +255,68 @@ defmodule Mix.HrwNative.SafeFile do
   end
 
   defp check_owner(dir, %File.Stat{uid: uid, mode: mode}) do
+    {shown, closed} = {Integer.to_string(mode &&& 0o7777, 8), mode &&& 0o7755}
+
     cond do
-      windows?() ->
+      windows?() or (mode &&& 0o022) == 0 ->
         :ok
 
-      (mode &&& 0o022) != 0 and uid != our_uid() ->
-        {:error,
-         "#{dir} can be written by other users (mode #{Integer.to_string(mode &&& 0o7777, 8)}) " <>
-           "and belongs to user #{uid}, not to this one: it is not used"}
+      our_uid() == {:ok, uid} ->
+        with {:error, reason} <- :file.change_mode(dir, closed) do
+          {:error,
+           "#{dir} can be written by other users (mode #{shown}) and its mode cannot be " <>
+             "changed (#{:file.format_error(reason)})"}
+        else
+          :ok ->
+            Mix.shell().info(
+              "hrw: #{dir} could be written by other users (mode #{shown}): it is now " <>
+                Integer.to_string(closed, 8)
+            )
+        end
 
       true ->
-        :ok
+        {:error,
+         "#{dir} can be written by other users (mode #{shown}) and belongs to user #{uid}, " <>
+           "#{whose(uid)}: it is not used"}
     end
   end
 
-  # The owner of a file this process creates (OTP has no getuid/0); nil when no
-  # file can be created, and then no folder counts as ours.
-  defp our_uid do
-    case :persistent_term.get({__MODULE__, :uid}, nil) do
-      nil ->
-        probe = temp_name(Path.join(System.tmp_dir() || ".", "hrw-uid"))
+  defp whose(uid) do
+    case our_uid() do
+      {:ok, ^uid} -> "this one"
+      {:ok, _} -> "not to this one"
+      {:error, why} -> "which cannot be told to be this one (#{why})"
+    end
+  end
 
-        with {:ok, fd} <- :file.open(probe, [:write, :exclusive, :raw]),
-             :ok <- :file.close(fd),
-             {:ok, %File.Stat{uid: uid}} <- File.lstat(probe) do
-          _ = File.rm(probe)
-          :persistent_term.put({__MODULE__, :uid}, uid)
-          uid
-        else
-          _ -> nil
+  # This process's user id (OTP has no getuid/0): the owner of /proc/self on
+  # Linux, else of a file it creates; {:error, why} when neither can be had.
+  defp our_uid do
+    with nil <- :persistent_term.get({__MODULE__, :uid}, nil) do
+      uid =
+        case File.stat("/proc/self") do
+          {:ok, %File.Stat{uid: uid}} -> {:ok, uid}
+          {:error, _} -> probe_uid(System.tmp_dir() || ".")
         end
 
-      uid ->
-        uid
+      if match?({:ok, _}, uid), do: :persistent_term.put({__MODULE__, :uid}, uid)
+      uid
+    end
+  end
+
+  defp probe_uid(tmp) do
+    probe = temp_name(Path.join(tmp, "hrw-uid"))
+
+    with {:ok, fd} <- :file.open(probe, [:write, :exclusive, :raw]),
+         :ok <- :file.close(fd),
+         {:ok, %File.Stat{uid: uid}} <- File.lstat(probe) do
+      _ = File.rm(probe)
+      {:ok, uid}
+    else
+      {:error, reason} ->
+        {:error,
+         "its user id is learnt from a file it creates, and none can be created in " <>
+           "#{tmp} (#{:file.format_error(reason)})"}
     end
   end
 end

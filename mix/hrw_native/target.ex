@@ -8,17 +8,10 @@ defmodule Mix.HrwNative.Target do
   )
 
   @moduledoc """
-  What a precompiled NIF is for, and what it is called: the machine's target
-  triple, the NIF version it is built against, and the archive's and library's
-  names, RustlerPrecompiled's (`libhrw_nif-v<version>-nif-<nif>-<target>.so.tar.gz`,
-  `hrw_nif-...-<target>.dll.tar.gz` on Windows, holding the library named as the
-  archive without `.tar.gz`).
-
-  `<nif>` is the NIF version the library was *built against* (rustler feature
-  `nif_version_2_16`), which is the oldest a VM may speak: a VM loads a library
-  built for an older minor version of the same major NIF version. OTP 25 to 29
-  speak 2.16 to 2.18 and all load the 2.16 build, so it is the one we publish; a
-  VM picks the newest published version it can load.
+  What a precompiled NIF is for and what it is called: the machine's target
+  triple, the NIF version it is built against (the oldest a VM may speak: OTP 25
+  to 29 all load the 2.16 build), and RustlerPrecompiled's archive and library
+  names (`libhrw_nif-v<version>-nif-<nif>-<target>.so.tar.gz`).
   """
 
   @crate "hrw_nif"

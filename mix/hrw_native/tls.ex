@@ -2,11 +2,9 @@ defmodule Mix.HrwNative.TLS do
   @max_bundle_bytes 2 * 1024 * 1024
 
   @moduledoc """
-  The download's TLS options: the chain is verified against the OS's CA store
-  (`:public_key.cacerts_get/0`) or the CA bundle given (`read_pem/1`, read once by
-  the compile task); a host name goes out as SNI and is matched against the
-  certificate's DNS names, an IP literal goes out as no SNI and is matched
-  against its IP addresses.
+  The download's TLS options: the chain verified against the OS's CA store or the
+  bundle given (`read_pem/1`); a host name sent as SNI and matched against DNS
+  names, an IP literal sent as no SNI and matched against IP addresses.
   """
 
   alias Mix.HrwNative.Wire

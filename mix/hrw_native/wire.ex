@@ -1,16 +1,12 @@
 defmodule Mix.HrwNative.Wire do
   @moduledoc """
   Everything the download takes from outside and acts on, checked in this one
-  place: the URLs it fetches (the base URL, each redirect's `Location`, a proxy's
-  URL) and the response header values that decide what it does (`Location`,
-  `Content-Length`). Also how any of them is shown: a URL as scheme, host, port
-  and path only (never its userinfo or query, where credentials and signed tokens
-  live), and every outside value with its control characters escaped.
-
-  A URL is accepted only when it is printable ASCII (no space, control character
-  or non-ASCII byte: an internationalized host must be given in its `xn--` form),
-  its scheme is `https` (or `http` to a loopback host: `127.0.0.1`, `localhost`,
-  `[::1]`), its host is a DNS name or an IP literal and its port is from 1 to 65535.
+  place (the URLs it fetches, `Location`, `Content-Length`), and how any of them
+  is shown: a URL as scheme, host, port and path only (never its userinfo or
+  query), every outside value with its control characters escaped. A URL is
+  printable ASCII (an internationalized host in its `xn--` form), `https` (or
+  `http` to `127.0.0.1`, `localhost` or `[::1]`), with a DNS name or an IP
+  literal and a port from 1 to 65535.
   """
 
   @max_url_bytes 8192
@@ -126,12 +122,9 @@ defmodule Mix.HrwNative.Wire do
   end
 
   @doc """
-  The URL a redirect from `from` leads to: the response's `Location` values must
-  be one (repeated identical values count once), printable ASCII, relative or
-  absolute, and lead to a URL that `parse/1` accepts with `from`'s scheme (a
-  redirect never changes it; one from https to http is named as such). A
-  relative `Location` keeps `from`'s host and userinfo; an absolute one brings
-  its own.
+  The URL a redirect from `from` leads to: one `Location` value (repeats count
+  once), relative (keeping `from`'s host and userinfo) or absolute, that `parse/1`
+  accepts with `from`'s scheme.
   """
   @spec location(url(), [String.t()]) :: {:ok, url()} | {:error, String.t()}
   def location(from, values) do

@@ -2,59 +2,27 @@ defmodule Mix.Tasks.Compile.HrwNative do
   @shortdoc "Installs the hrw NIF (precompiled and verified, or built with cargo) into priv/native"
   @moduledoc """
   Installs the hrw NIF as `priv/native/libhrw_nif.so` (`.dll` on Windows) of the
-  application's build directory, `_build/<env>/lib/hrw`: the directory
-  `:code.priv_dir(:hrw)` names, also when hrw is a dependency of another project
-  (then under that project's `_build`) and inside a release. Needs no Hex package.
+  application's build directory, `_build/<env>/lib/hrw` (`:code.priv_dir(:hrw)`,
+  also when hrw is a dependency, and inside a release). Needs no Hex package.
 
-  ## Precompiled or built from source
+  In `:prod` (the environment Mix compiles a dependency in) it takes the
+  precompiled library for this machine (`Mix.HrwNative.Precompiled`): the
+  archive listed in `checksum-Elixir.HRW.Native.exs`, from the per-user cache or
+  downloaded from the base URL, installed only when its SHA-256 is the listed
+  one and it holds nothing but the library. No archive, or a failed download:
+  cargo builds it when it is on `PATH`, else the task raises saying how to. An
+  archive that does not verify, a certificate that fails, a redirect from https
+  to http or a bad checksum file: the task raises and installs nothing.
 
-  When hrw is compiled in `:prod` (the environment Mix compiles a dependency in),
-  the task first looks for a precompiled library (`Mix.HrwNative.Precompiled`):
-  the archive for this machine's target triple and NIF version must be listed in
-  the package's `checksum-Elixir.HRW.Native.exs`; it is taken from the per-user
-  cache or downloaded from the base URL (`hrw_native: [base_url: ...]` in hrw's
-  `mix.exs`, overridden by `HRW_NATIVE_BASE_URL`), and installed only when its
-  SHA-256 is the listed one and it holds nothing but the library.
-
-    * No archive for the target, or a failed download (no answer, an HTTP error
-      status, a timeout): the library is built with cargo when cargo is on
-      `PATH`; without cargo the task raises, naming the target and how to build
-      from source.
-    * An archive that does not verify, downloaded or cached (checksum,
-      truncated, oversized, other contents), a certificate that fails
-      verification, a redirect from https to http, or a bad checksum file: the
-      task raises and installs nothing, cargo or not. A bad cache entry is kept.
-
-  It builds from source, as below, in any other environment (the repository's own
-  dev and test builds: test builds add cargo features that no archive has), when
-  `HRW_NATIVE_BUILD` (or RustlerPrecompiled's `RUSTLER_PRECOMPILED_FORCE_BUILD_ALL`)
-  is `1` or `true`, or with `config :hrw, build_from_source: true`.
-
-  Environment, every `HRW_NATIVE_*` variable checked up front (`check_settings/1`;
-  docs/NATIVE.md has the table): `HRW_NATIVE_BASE_URL` (a mirror; plain http only
-  to a loopback host), `HRW_NATIVE_CACHE_DIR` (an absolute path; default
-  `$XDG_CACHE_HOME/hrw` when that is absolute, else `~/.cache/hrw` on Linux,
-  `~/Library/Caches/hrw` on macOS; no cache without an absolute `HOME`),
-  `HRW_NATIVE_TARGET` (the triple whose archive to use, or to build for with
-  `cargo build --target`), `HRW_NATIVE_TIMEOUT_MS` (1 to 3600000, default 30000:
-  the longest wait for a connection or the next bytes; a whole download gets 20
-  times that), `HRW_NATIVE_CACERTS_PATH` (a PEM file of CA certificates instead of
-  the OS's), `HRW_NATIVE_BUILD` (`1`/`true` or `0`/`false`).
-
-  ## Building with cargo
-
-  The task builds the `hrw_nif` crate of `native/`. Cargo decides what to rebuild
-  and says where the library is: the task reads the `compiler-artifact` message of
-  `cargo build --message-format=json-render-diagnostics`, so `CARGO_TARGET_DIR`,
-  `build.target-dir` and `build.target` in a cargo config are honoured. When cargo
-  fails, or reports no library, the task raises saying what went wrong; it never
-  installs a library it did not just get from cargo or verify.
-
-  The library is written to an exclusively created, randomly named file next to
-  its destination and then renamed over it, so a library already loaded by a
-  running VM is never overwritten in place, and a link planted in the folder is
-  never written through; an unchanged library is not copied at all. A destination
-  folder that other users can write and that belongs to another user is refused.
+  It builds with cargo in any other environment, or when `HRW_NATIVE_BUILD` (or
+  `RUSTLER_PRECOMPILED_FORCE_BUILD_ALL`) is `1`/`true` or `config :hrw,
+  build_from_source: true`: `cargo build --message-format=json-render-diagnostics`
+  says where the library is (so `CARGO_TARGET_DIR` and cargo configs are
+  honoured), and a failed build raises. The library is written to an exclusively
+  created file next to its destination and renamed over it (never in place,
+  never through a link); an unchanged one is not copied. Every `HRW_NATIVE_*`
+  variable is checked up front (`check_settings/1`); docs/NATIVE.md has the
+  table, the threat model and what the download guarantees.
   """
   use Mix.Task.Compiler
 
@@ -69,9 +37,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
   end
 
   @doc false
-  # The decision, with everything it depends on passed in (tests call it):
-  # `opts` is `options/1`'s map. :ok when a new library was installed at `dest`,
-  # :noop when it already held the same bytes.
+  # The decision, everything it depends on passed in (`opts`: options/1's map):
+  # :ok when a new library was installed at `dest`, :noop when it was there.
   @spec obtain(Path.t(), Path.t(), atom(), map()) :: :ok | :noop
   def obtain(native, dest, env, opts) do
     case from_source(env, opts) do
@@ -102,8 +69,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
       {:refused, reason} ->
         Mix.raise(
           "refusing the precompiled hrw NIF: #{reason}. Nothing was installed. " <>
-            "If the mirror (HRW_NATIVE_BASE_URL) or the cache " <>
-            "(#{opts.cache_dir || "none"}) holds a wrong file, remove it; " <>
+            "If the mirror or the cache (#{opts.cache_dir || "none"}) holds a wrong " <>
+            "file, remove it; " <>
             "HRW_NATIVE_BUILD=1 builds from source with cargo instead"
         )
 
@@ -145,20 +112,12 @@ defmodule Mix.Tasks.Compile.HrwNative do
   end
 
   defp describe_target(opts) do
-    target =
-      case opts.target do
-        {:ok, target} -> target
-        _ -> "this machine (#{opts.architecture})"
-      end
-
-    nif =
-      case opts.nif_version do
-        {:ok, nif} -> nif
-        _ -> opts.vm_nif_version
-      end
-
-    "#{target} (NIF #{nif})"
+    target = ok_or(opts.target, "this machine (#{opts.architecture})")
+    "#{target} (NIF #{ok_or(opts.nif_version, opts.vm_nif_version)})"
   end
+
+  defp ok_or({:ok, value}, _default), do: value
+  defp ok_or(_error, default), do: default
 
   # {:yes, why} when the library must be built with cargo, :no to try an archive.
   defp from_source(env, opts) do
@@ -209,7 +168,6 @@ defmodule Mix.Tasks.Compile.HrwNative do
       vm_nif_version: vm_nif,
       architecture: architecture,
       timeout_ms: timeout(env["HRW_NATIVE_TIMEOUT_MS"]),
-      cacerts_path: nonempty(env["HRW_NATIVE_CACERTS_PATH"]),
       cacerts: cacerts(nonempty(env["HRW_NATIVE_CACERTS_PATH"])),
       proxies: Proxy.settings(env),
       force_build:
@@ -220,10 +178,8 @@ defmodule Mix.Tasks.Compile.HrwNative do
     }
   end
 
-  # The per-user cache: XDG_CACHE_HOME/hrw (~/.cache/hrw) on Linux and the BSDs,
-  # ~/Library/Caches/hrw on macOS. A relative XDG_CACHE_HOME is ignored, as the XDG
-  # rule says (:filename.basedir/2 would take it, relative to the dependency);
-  # with no absolute HOME either, there is no cache (nil).
+  # The per-user cache (docs/NATIVE.md). A relative XDG_CACHE_HOME is ignored, as
+  # the XDG rule says (:filename.basedir/2 would take it); no absolute HOME: nil.
   defp user_cache_dir(env) do
     xdg = nonempty(env["XDG_CACHE_HOME"])
     home = nonempty(env["HOME"])
@@ -411,12 +367,9 @@ defmodule Mix.Tasks.Compile.HrwNative do
   end
 
   @doc false
-  # The cargo options for a Mix environment, after `build -p hrw_nif
-  # --message-format=...`: the one place to add a profile or features per env.
-  # Every env builds the release profile: the NIF runs its tests and benchmarks
-  # as it runs in production. A dependency is compiled in :prod. Test builds add
-  # the work probes (test/support/native_probe.ex): the NIF registers them and
-  # HRW.Native declares their stubs in test builds only, both from this list.
+  # The cargo options per Mix environment: the release profile everywhere (tests
+  # and benchmarks run the NIF as production does); test builds add the work
+  # probes (test/support/native_probe.ex), which HRW.Native declares from this list.
   @spec cargo_options(atom()) :: [String.t()]
   def cargo_options(:test), do: cargo_options(:prod) ++ ["--features", "hrw_nif/work-probes"]
   def cargo_options(_env), do: ["--release", "--quiet"]

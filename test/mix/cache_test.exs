@@ -72,7 +72,7 @@ defmodule Mix.HrwNative.CacheTest do
     assert_received {:mix_shell, :info, ["Installed the precompiled hrw NIF " <> said]}
     assert said =~ "from #{c.base_url}/"
     assert_received {:mix_shell, :error, [warning]}
-    assert warning =~ "not using the archive cache (HRW_NATIVE_CACHE_DIR): #{c.cache_dir}"
+    assert warning =~ "not using the archive cache: #{c.cache_dir}"
     assert warning =~ "belongs to user 65534, not to this one: it is not used"
     assert File.ls!(c.cache_dir) == [c.fixture.name]
   end
@@ -94,16 +94,135 @@ defmodule Mix.HrwNative.CacheTest do
     end
   end
 
+  test "a read-only cache (entries 0444, folder 0500) is read as it is, also by a user who cannot write it",
+       c do
+    File.mkdir_p!(c.cache_dir)
+    File.write!(cached(c), c.fixture.data)
+    File.chmod!(cached(c), 0o444)
+    File.chmod!(c.cache_dir, 0o500)
+    on_exit(fn -> File.chmod(c.cache_dir, 0o700) end)
+
+    # Root may open anything: as root, the task runs as user 65534, who owns the
+    # cache and the case's folders.
+    if root?() do
+      {_, 0} = System.cmd("chown", ["-R", "#{@nobody}:#{@nobody}", c.case_dir])
+    end
+
+    said = run_task(c, [base_url: down()], if(root?(), do: @nobody))
+
+    assert said =~
+             ~r/\AInstalled the precompiled hrw NIF .* from #{Regex.escape(cached(c))}\n:ok\z/
+
+    assert File.read!(c.dest) == c.fixture.library
+    assert File.read!(cached(c)) == c.fixture.data
+  end
+
+  test "when this process's user id cannot be learnt, the reason says so", c do
+    key = {Mix.HrwNative.SafeFile, :uid}
+
+    :persistent_term.put(
+      key,
+      {:error, "no file can be created in /nowhere (no space left on device)"}
+    )
+
+    on_exit(fn -> :persistent_term.erase(key) end)
+    assert obtain(c, []) == :ok
+    assert_received {:mix_shell, :error, [warning]}
+
+    assert warning =~ "hrw: not using the archive cache: #{c.cache_dir} belongs to user "
+
+    assert warning =~
+             ", which cannot be told to be this one (no file can be created in /nowhere " <>
+               "(no space left on device)): it is not used"
+
+    refute warning =~ "not to this one"
+  end
+
+  test "an install folder of ours that others can write is closed to them, and the task says so",
+       c do
+    native = Path.dirname(c.dest)
+    priv = Path.dirname(native)
+
+    for {folders, mode} <- [{[native], 0o777}, {[priv, native], 0o777}, {[priv], 0o1777}] do
+      File.rm_rf!(priv)
+      File.mkdir_p!(native)
+
+      for folder <- folders,
+          do: {_, 0} = System.cmd("chmod", [Integer.to_string(mode, 8), folder])
+
+      assert obtain(c, []) == :ok
+      said = for {:mix_shell, :info, ["hrw: " <> line]} <- messages(), do: line
+
+      assert said ==
+               for(
+                 folder <- Enum.sort(folders),
+                 do:
+                   "#{folder} could be written by other users (mode #{Integer.to_string(mode, 8)}): " <>
+                     "it is now #{Integer.to_string(Bitwise.band(mode, 0o7755), 8)}"
+               )
+
+      assert Bitwise.band(File.stat!(native).mode, 0o022) == 0
+      assert Bitwise.band(File.stat!(priv).mode, 0o022) == 0
+      assert File.read!(c.dest) == c.fixture.library
+    end
+  end
+
   test "a cache folder it creates is this user's alone", c do
     assert obtain(c, []) == :ok
     assert Bitwise.band(File.stat!(c.cache_dir).mode, 0o777) == 0o700
     assert File.read!(cached(c)) == c.fixture.data
   end
 
+  # The task's files, in mix.exs's order.
+  defp task_files do
+    root = Path.expand("../..", __DIR__)
+
+    files = ~w(json otp_apps safe_file wire proxy tls download_failure download target checksums
+         archive cache precompiled)
+
+    Enum.map(files, &Path.join(root, "mix/hrw_native/#{&1}.ex")) ++
+      [Path.join(root, "mix/tasks/compile.hrw_native.ex")]
+  end
+
+  defp root?, do: System.cmd("id", ["-u"]) |> elem(0) |> String.trim() == "0"
+
+  defp messages do
+    receive do
+      message -> [message | messages()]
+    after
+      0 -> []
+    end
+  end
+
+  # The compile task's decision in a fresh VM (as `user`, when given), with the
+  # task's own files: what it printed, then its result.
+  defp run_task(c, overrides, user) do
+    files = task_files()
+    args = Path.join(c.case_dir, "args")
+    native = Path.join(c.case_dir, "native")
+    File.write!(args, :erlang.term_to_binary({native, c.dest, opts(c, overrides)}))
+    File.chmod!(args, 0o644)
+
+    script = """
+    Mix.start()
+    files = #{inspect(files)}
+    Mix.HrwNative.Download.keep(for f <- files, pair <- Code.require_file(f), do: pair)
+    {native, dest, opts} = :erlang.binary_to_term(File.read!(#{inspect(args)}))
+    IO.write(inspect(Mix.Tasks.Compile.HrwNative.obtain(native, dest, :prod, opts)))
+    """
+
+    as =
+      if user, do: ["setpriv", "--reuid=#{user}", "--regid=#{user}", "--clear-groups"], else: []
+
+    [cmd | rest] = as ++ ["elixir", "-e", script]
+    {said, 0} = System.cmd(cmd, rest, env: [{"HOME", c.case_dir}], cd: c.case_dir)
+    said
+  end
+
   test "under umask 000, every folder the task creates and the library get explicit modes", c do
     # The task's own files (mix.exs's list) in a VM started with umask 000.
-    root = Path.expand("../..", __DIR__)
-    files = Regex.scan(~r/Code.require_file\("([^"]+)"/, File.read!(Path.join(root, "mix.exs")))
+    files = task_files()
+
     cache = Path.join([c.case_dir, "x", "y", "cache"])
     args = Path.join(c.case_dir, "args")
     native = Path.join(c.case_dir, "native")
@@ -111,7 +230,7 @@ defmodule Mix.HrwNative.CacheTest do
 
     script = """
     Mix.start()
-    for [_, f] <- #{inspect(files)}, do: Code.require_file(f, #{inspect(root)})
+    Mix.HrwNative.Download.keep(for f <- #{inspect(files)}, pair <- Code.require_file(f), do: pair)
     {native, dest, opts} = :erlang.binary_to_term(File.read!(#{inspect(args)}))
     IO.write(inspect(Mix.Tasks.Compile.HrwNative.obtain(native, dest, :prod, opts)))
     """

@@ -4,6 +4,7 @@ defmodule Mix.HrwNative.HttpsTest do
   # HRW_NATIVE_CACERTS_PATH, by DNS name and by IP address, and refuses a wrong
   # name, an untrusted CA and a redirect down to plain http.
   use ExUnit.Case, async: false
+  @moduletag :integration
 
   import HRW.Test.NativeMirror
 

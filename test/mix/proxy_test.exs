@@ -4,6 +4,7 @@ defmodule Mix.HrwNative.ProxyTest do
   # NO_PROXY going around it, the proxy's credentials sent to the proxy alone and
   # never printed, and a proxy that refuses or a setting that is no proxy.
   use ExUnit.Case, async: false
+  @moduletag :integration
 
   import HRW.Test.NativeMirror
 
@@ -102,6 +103,15 @@ defmodule Mix.HrwNative.ProxyTest do
       assert File.read!(c.dest) == "built by cargo"
       File.rm!(c.dest)
     end
+
+    # A plain-http proxy's 407 is its own answer, not the mirror's.
+    plain = serve(routes: c.routes)
+    proxy = proxy(refuse: 407)
+    message = mix_error(fn -> through(c, plain, %{"HTTP_PROXY" => proxy}) end)
+
+    assert message =~
+             "the proxy #{proxy} answered HTTP 407 (it asks for credentials) to the request for #{plain}/m/",
+           message
   end
 
   test "a proxy setting that is no http:// proxy is named, and nothing is downloaded", c do

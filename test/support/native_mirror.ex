@@ -493,7 +493,6 @@ defmodule HRW.Test.NativeMirror do
         vm_nif_version: "2.16",
         architecture: "test",
         timeout_ms: 30_000,
-        cacerts_path: nil,
         cacerts: nil,
         proxies: Mix.HrwNative.Proxy.settings(%{}),
         force_build: false,
@@ -536,6 +535,44 @@ defmodule HRW.Test.NativeMirror do
     after
       0 -> Enum.reverse(acc)
     end
+  end
+
+  @doc """
+  The OS pids of this VM's download processes (`Mix.HrwNative.Download`) alive
+  now: the `erl -hrw_native_download` children of its port helper. Linux only
+  (read from /proc).
+  """
+  def download_processes do
+    me = System.pid()
+
+    procs =
+      for dir <- Path.wildcard("/proc/[0-9]*"),
+          {:ok, stat} <- [File.read(dir <> "/stat")],
+          {:ok, cmdline} <- [File.read(dir <> "/cmdline")] do
+        [_, after_comm] = String.split(stat, ") ", parts: 2)
+        [state, ppid | _] = String.split(after_comm, " ")
+        {Path.basename(dir), ppid, state, cmdline}
+      end
+
+    helpers = for {pid, ^me, _, _} <- procs, do: pid
+
+    for {pid, ppid, state, cmdline} <- procs,
+        ppid in helpers,
+        state != "Z",
+        cmdline =~ "-hrw_native_download",
+        do: pid
+  end
+
+  @doc "Waits until this VM has no download process, at most `ms`; what is left then."
+  def no_download_processes(ms \\ 10_000) do
+    deadline = System.monotonic_time(:millisecond) + ms
+
+    Stream.repeatedly(fn ->
+      left = download_processes()
+      if left != [] and System.monotonic_time(:millisecond) < deadline, do: Process.sleep(20)
+      left
+    end)
+    |> Enum.find(&(&1 == [] or System.monotonic_time(:millisecond) >= deadline))
   end
 
   defp version, do: Mix.Project.config()[:version]
