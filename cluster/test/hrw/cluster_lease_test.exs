@@ -67,7 +67,7 @@ defmodule HRW.ClusterLeaseTest do
   describe "counting (HRW.Cluster.Lease)" do
     @others [:b@h, :c@h, :d@h, :e@h]
 
-    defp lease(heard), do: %Lease{ms: 1_000, period: 333, server: :s, heard: heard}
+    defp lease(heard), do: %{Lease.new(1_000, node(), 1) | heard: heard}
 
     test "a member counts from its answer until the answered heartbeat's stamp plus the lease" do
       lease = lease(%{:b@h => 5_000, :c@h => 5_200})
@@ -104,52 +104,63 @@ defmodule HRW.ClusterLeaseTest do
       lease = %{lease(%{}) | sent: %{1 => {:b@h, now - 100}, 2 => {:c@h, now - 2_000}}}
 
       # Whatever the answer says besides its token counts for nothing.
-      {lease, check?} = Lease.handle({:"$hrw_lease", :pong, self(), 1}, lease)
+      {lease, check?} = Lease.answer(lease, 1, now)
       assert lease.heard == %{:b@h => now - 100}
       assert check?
       assert lease.sent == %{2 => {:c@h, now - 2_000}}
 
       # A token answered twice, or never sent; an answer older than the lease.
       for token <- [1, 3, now + 10_000, 2 ** 60, -1, :x, "1"] do
-        assert Lease.handle({:"$hrw_lease", :pong, self(), token}, lease) == {lease, false}
+        assert Lease.answer(lease, token, now) == {lease, false}
       end
 
-      {late, false} = Lease.handle({:"$hrw_lease", :pong, self(), 2}, lease)
+      {late, false} = Lease.answer(lease, 2, now)
       assert late.heard == lease.heard
     end
 
-    test "timer messages count only with the reference of the timer armed last" do
-      lease = Lease.new(@lease, :lease_timers)
-      tick = lease.tick
+    test "a round sends one heartbeat to each other member, each with a token of its own, " <>
+           "and keeps only the heartbeats sent within the lease" do
+      lease = %{lease(%{}) | nodes: [node() | @others], sent: %{1 => {:b@h, 0}, 2 => {:c@h, 500}}}
+      {ticked, pings} = Lease.tick(lease, 1_200)
+      assert Enum.map(pings, &elem(&1, 0)) == @others
+      tokens = Enum.map(pings, &elem(&1, 1))
+      assert length(Enum.uniq(tokens)) == 4
+      assert Map.drop(ticked.sent, tokens) == %{2 => {:c@h, 500}}
+      assert Enum.all?(tokens, &(ticked.sent[&1] |> elem(1) == 1_200))
+      # Another round draws other tokens.
+      {_ticked, again} = Lease.tick(ticked, 1_500)
+      assert MapSet.disjoint?(MapSet.new(tokens), MapSet.new(Enum.map(again, &elem(&1, 1))))
+    end
 
-      for forged <- [
-            {:timeout, make_ref(), :"$hrw_lease_tick"},
-            {:timeout, make_ref(), :"$hrw_lease_lapse"},
-            {:timeout, nil, :"$hrw_lease_lapse"},
-            {:"$hrw_lease", :tick, nil, nil},
-            {:"$hrw_lease", :lapse, nil, nil}
-          ] do
-        assert Lease.handle(forged, lease) == {lease, false}
+    test "timer messages count only with the reference of the timer armed last" do
+      {:ok, pid} = HRW.Cluster.start(name: :lease_timers, lease: @lease)
+      server = HRW.Cluster.Options.server_name(:lease_timers)
+      before = :sys.get_state(pid)
+
+      for kind <- [:tick, :lapse, :release, :rebuild, :poll, :refollow] do
+        send(server, {:timeout, make_ref(), {:"$hrw_cluster_timer", kind}})
+        send(server, {:timeout, nil, {:"$hrw_cluster_timer", kind}})
       end
 
-      assert_receive {:timeout, ^tick, :"$hrw_lease_tick"}
-      {ticked, true} = Lease.handle({:timeout, tick, :"$hrw_lease_tick"}, lease)
-      refute ticked.tick == tick
-      # The old timer's message, once more, starts nothing.
-      assert Lease.handle({:timeout, tick, :"$hrw_lease_tick"}, ticked) == {ticked, false}
-      :erlang.cancel_timer(ticked.tick)
+      send(server, {:"$hrw_lease", :tick, nil, nil})
+      after_forged = :sys.get_state(pid)
+      # A forged :rebuild would have started an evaluation (seq), a forged :release
+      # or :lapse a publish (generation).
+      assert after_forged.m.seq == before.m.seq
+      assert after_forged.m.generation == before.m.generation
+      GenServer.stop(pid)
     end
 
     test "a member that leaves and comes back counts only from a new answer" do
       nodes = [node(), :b@h]
       now = System.monotonic_time(:millisecond)
       lease = %{lease(%{:b@h => now}) | nodes: nodes, sent: %{7 => {:b@h, now}}}
-      {true, _until, lease} = Lease.check(lease, nodes, 2)
-      {false, nil, lease} = Lease.check(lease, [node()], 2)
-      {false, nil, lease} = Lease.check(lease, nodes, 2)
+      {true, _until, lease} = Lease.check(lease, nodes, 2, now)
+      {false, nil, lease} = Lease.check(lease, [node()], 2, now)
+      {false, nil, lease} = Lease.check(lease, nodes, 2, now)
       assert lease.heard == %{}
       # Nor from an answer to a heartbeat sent before it left.
-      assert {%{heard: heard}, _} = Lease.handle({:"$hrw_lease", :pong, self(), 7}, lease)
+      assert {%{heard: heard}, _} = Lease.answer(lease, 7, now)
       assert heard == %{}
 
       # A departure seen while it is still a member (Lease.forget/2) alike.
@@ -318,7 +329,7 @@ defmodule HRW.ClusterLeasePartitionTest do
     eventually(fn -> view(harness, a, :forged) == {false, nodes} end, "c's silence")
     server = HRW.Cluster.Options.server_name(:forged)
     pid = SP.call(harness, a, Process, :whereis, [server])
-    heard = SP.call(harness, a, :sys, :get_state, [server]).lease.heard[c]
+    heard = SP.call(harness, a, :sys, :get_state, [server]).m.lease.heard[c]
     on_c = SP.call(harness, c, Process, :whereis, [:init])
     now_on_a = SP.call(harness, a, System, :monotonic_time, [:millisecond])
 
