@@ -354,10 +354,10 @@ defmodule HRW.ClusterLeasePartitionTest do
     assert view(harness, a, :forged) == {false, nodes}
     assert owner(harness, a, :forged) == nil
     state = SP.call(harness, a, :sys, :get_state, [server])
-    assert state.lease.heard[c] == heard
+    assert state.m.lease.heard[c] == heard
     # The heartbeats to c that a keeps within the lease: one per period of its own
     # ticks (at most 4 in a lease, and the one just sent), none per forged tick.
-    assert Enum.count(state.lease.sent, &match?({_, {^c, _}}, &1)) <= 5
+    assert Enum.count(state.m.lease.sent, &match?({_, {^c, _}}, &1)) <= 5
 
     # c's server back: its answers give the quorum back, as before.
     start(harness, c, name: :forged, quorum: 3, lease: lease())

@@ -61,11 +61,18 @@ defmodule HRW.Cluster.Check do
   end
 
   @doc """
-  A skeleton's `:cluster_size`, `HRW.build/2`'s range (docs/HASHING.md): checked
-  without building, since checking options builds nothing.
+  A skeleton's `:cluster_size`, in `HRW.build/2`'s range; a value out of it gets
+  `HRW.build/2`'s own message (which raises before building anything, and a
+  valid one builds nothing here: checking options builds no structure).
   """
   @spec cluster_size!(term(), String.t()) :: pos_integer()
-  def cluster_size!(value, caller), do: integer!(value, caller, :cluster_size, 1, 4096)
+  def cluster_size!(value, _caller) when is_integer(value) and value in 1..4096, do: value
+
+  def cluster_size!(value, caller) do
+    _ = as(caller, "HRW.build/2", fn -> HRW.build([:hrw_cluster_check], cluster_size: value) end)
+    # hrw took it after all: its range is wider than this package knows.
+    value
+  end
 
   @doc "One of `allowed`, for the option that `what` names, or `ArgumentError`."
   @spec one_of!(term(), String.t(), [term(), ...]) :: term()

@@ -12,7 +12,7 @@ defmodule HRW.Cluster.Machine do
   # `{:followed, :nodes | :monitored | :polled | {:error, reason}}`,
   # `{:timer, kind}` (`:rebuild`, `:poll`, `:release`, `:tick`, `:lapse`,
   # `:refollow`), `{:evaluated, seq, result}`, `{:built, purpose, spec, result}`,
-  # `{:ping, from, token}`, `{:pong, token}`, `{:put_overrides, overrides}`.
+  # `{:ping, from, node, token}`, `{:pong, token}`, `{:put_overrides, overrides}`.
   #
   # Effects: `{:timer, kind, ms}` (replaces that kind's timer), `{:cancel_timer,
   # kind}`, `{:follow, :monitor | :poll}`, `{:evaluate, seq, job, :await |
@@ -47,6 +47,7 @@ defmodule HRW.Cluster.Machine do
     snapshot: nil,
     built: nil,
     members: [],
+    listed: [],
     until: nil,
     eval: nil,
     seq: 0,
@@ -115,6 +116,7 @@ defmodule HRW.Cluster.Machine do
         snapshot: previous.snapshot,
         overrides: overrides,
         members: entries,
+        listed: Enum.map(entries, &node_of/1),
         taken_over: true
     }
 
@@ -188,8 +190,16 @@ defmodule HRW.Cluster.Machine do
 
   defp handle({:timer, :lapse}, %{lease: %Lease{}} = m, now), do: leased(m, now)
 
-  # Every server answers heartbeats, with or without a lease.
-  defp handle({:ping, from, token}, m, _now), do: {m, [{:pong, from, token}]}
+  # Every server answers the heartbeats of its members, with or without a lease,
+  # and only theirs: a member counts this server toward its quorum only while
+  # this server lists it. So one whose departure this server has seen (held, or
+  # removed) stops counting it within its lease, whatever still connects them (a
+  # :pg member that left while its node stays connected, a scope that restarted).
+  defp handle({:ping, from, node, token}, m, _now) do
+    if node in m.listed and not Map.has_key?(m.departed, node),
+      do: {m, [{:pong, from, token}]},
+      else: {m, []}
+  end
 
   defp handle({:pong, token}, %{lease: %Lease{} = lease} = m, now) do
     case Lease.answer(lease, token, now) do
@@ -378,7 +388,7 @@ defmodule HRW.Cluster.Machine do
     nodes = Enum.map(entries, &node_of/1)
     {quorum?, until, lease} = quorum(m, nodes, now)
     until = if quorum? and is_integer(until), do: until
-    m = %{m | built: structure, lease: lease, until: until, members: entries}
+    m = %{m | built: structure, lease: lease, until: until, members: entries, listed: nodes}
 
     snapshot = %Snapshot{
       name: m.config.name,

@@ -21,6 +21,9 @@ defmodule HRW.Cluster.Options do
   # The caller that option messages of the lookups name.
   @lookup "HRW.Cluster lookup"
 
+  # The last net_ticktime in force that a check read (see net_ticktime/0).
+  @ticktime_seen {HRW.Cluster, :net_ticktime_in_force}
+
   @options [
     :name,
     :structure,
@@ -193,13 +196,26 @@ defmodule HRW.Cluster.Options do
             "(milliseconds), got: #{Describe.value(other)}"
   end
 
-  # The VM's net_ticktime in seconds: the lower one during a change, the kernel's
-  # setting (60 by default) while the node is not distributed.
+  # The VM's net_ticktime in seconds, on every entry point (each checks the
+  # options here). During a change the VM tells only the new value: the lower of
+  # it and the last value in force that any check read (remembered for that), or
+  # the kernel's setting when none did. Not distributed: the kernel's setting.
   defp net_ticktime do
     case :net_kernel.get_net_ticktime() do
-      {:ongoing_change_to, new} -> min(new, Application.get_env(:kernel, :net_ticktime, 60))
-      seconds when is_integer(seconds) -> seconds
-      :ignored -> Application.get_env(:kernel, :net_ticktime, 60)
+      {:ongoing_change_to, new} ->
+        min(
+          new,
+          :persistent_term.get(@ticktime_seen, Application.get_env(:kernel, :net_ticktime, 60))
+        )
+
+      seconds when is_integer(seconds) ->
+        if :persistent_term.get(@ticktime_seen, nil) != seconds,
+          do: :persistent_term.put(@ticktime_seen, seconds)
+
+        seconds
+
+      :ignored ->
+        Application.get_env(:kernel, :net_ticktime, 60)
     end
   end
 

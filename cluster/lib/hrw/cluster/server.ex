@@ -231,7 +231,7 @@ defmodule HRW.Cluster.Server do
   end
 
   def handle_info({@lease, :ping, from, token}, state) when is_pid(from),
-    do: {:noreply, event(state, {:ping, from, token})}
+    do: {:noreply, event(state, {:ping, from, node(from), token})}
 
   def handle_info({@lease, :pong, _from, token}, state),
     do: {:noreply, event(state, {:pong, token})}
