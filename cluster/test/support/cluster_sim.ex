@@ -119,6 +119,9 @@ defmodule HRW.ClusterSim do
       cut: MapSet.new(),
       nodes: %{},
       removed: %{},
+      since: %{},
+      held_since: %{},
+      seen: %{},
       obs: %{},
       tokens: %{},
       answered: %{},
@@ -297,13 +300,17 @@ defmodule HRW.ClusterSim do
   # What `n`'s server last learnt of `x`: the incarnation it saw listed.
   defp observe(w, n, x), do: put_in(w.obs[{n, x}], w.nodes[x].inc)
 
+  defp trace(w, text), do: if(Process.get(:hrw_sim_trace), do: IO.puts("#{w.t} #{text}"))
+
   defp step(w, n, event) do
     if Process.get(:hrw_sim_trace) && not match?({t, _} when t in [:ping, :pong], event) &&
          not match?({:ping, _, _, _}, event),
        do: IO.puts("#{w.t} #{n} <- #{inspect(event, limit: 4)}")
 
+    before = w.nodes[n].m.departed
     {m, effects} = Machine.step(w.nodes[n].m, event, clock(w, n))
     w = put_in(w.nodes[n].m, m)
+    w = Enum.reduce(Map.keys(m.departed) -- Map.keys(before), w, &put_in(&2.seen[{n, &1}], w.t))
     effects(w, n, effects)
   end
 
@@ -388,15 +395,35 @@ defmodule HRW.ClusterSim do
     view = %{members: structure || [], until: until || :always, listed: entry.snapshot.members}
     w = put_in(w.nodes[n].view, view)
     w = put_in(w.nodes[n].entry, %{entry | until: nil})
-    before = if old, do: old.members, else: []
+    before = if old, do: old.listed, else: []
 
     w =
-      Enum.reduce(before -- view.members, w, fn x, w ->
-        put_in(w.removed[{n, x}], w.obs[{n, x}])
+      Enum.reduce(before -- view.listed, w, fn x, w ->
+        w
+        |> early(n, x)
+        |> put_in([:removed, {n, x}], {w.obs[{n, x}], Map.get(w.seen, {n, x}, w.t)})
       end)
 
-    Enum.reduce(view.members, w, fn x, w -> update_in(w.removed, &Map.delete(&1, {n, x})) end)
+    Enum.reduce(view.listed, w, fn x, w -> update_in(w.removed, &Map.delete(&1, {n, x})) end)
   end
+
+  # With a lease, another member leaves `n`'s view only once its hold has passed
+  # by `n`'s clock since `n` first saw it depart.
+  defp early(%{s: %{lease: lease}} = w, n, x) when lease != nil and n != x do
+    seen = Map.get(w.seen, {n, x})
+    waited = seen && div((w.t - seen) * w.s.rates[n], 1000)
+
+    if w.violation == nil and (seen == nil or waited < Lease.hold(lease) - 1) do
+      text =
+        "#{n} removed #{x} #{inspect(waited)} ms after it saw it depart (hold #{Lease.hold(lease)})"
+
+      %{w | violation: {:early, w.t, text}}
+    else
+      w
+    end
+  end
+
+  defp early(w, _n, _x), do: w
 
   defp effect(w, n, {:extend, until}) do
     if w.nodes[n].view, do: put_in(w.nodes[n].view.until, until), else: w
@@ -529,7 +556,7 @@ defmodule HRW.ClusterSim do
     node = w.nodes[a]
 
     if node.alive and node.scope_up do
-      monitored? = node.followed == node.scope and node.m.following == :monitored
+      monitored? = node.followed == node.scope and node.m.following in [:monitored, :polled]
       w = put_in(w.nodes[a], %{node | scope_up: false, pg: MapSet.new(), scope: node.scope + 1})
       w = if monitored?, do: push(w, w.t, {:server, a, node.server, :source_lost}), else: w
       w = Enum.reduce(w.s.nodes -- [a], w, &pg_leave(&2, &1, a))
@@ -566,8 +593,10 @@ defmodule HRW.ClusterSim do
   end
 
   # `n` notices that `x` is gone, after a delay of its own.
-  defp detect(w, n, x, max \\ 1_500) do
-    {delay, w} = rand(w, max)
+  # A link cut silently is seen after up to `:detect` ms (1,500 unless the
+  # schedule says), a killed node's after up to 50.
+  defp detect(w, n, x, max \\ nil) do
+    {delay, w} = rand(w, max || Map.get(w.s, :detect, 1_500))
 
     push(
       w,
@@ -576,14 +605,7 @@ defmodule HRW.ClusterSim do
        fn w ->
          if w.nodes[n].alive and MapSet.member?(w.nodes[n].conn, x) and
               not connected_now?(w, n, x) do
-           w = disconnect(w, n, x)
-           # OTP's prevent_overlapping_partitions (the default): the nodes still
-           # connected to `n` disconnect from `x` too.
-           Enum.reduce(w.s.nodes -- [n, x], w, fn c, w ->
-             if MapSet.member?(w.nodes[c].conn, n) and MapSet.member?(w.nodes[c].conn, x),
-               do: w |> disconnect(c, x) |> disconnect(x, c),
-               else: w
-           end)
+           w |> disconnect(n, x) |> overlapping(n, x)
          else
            w
          end
@@ -591,8 +613,24 @@ defmodule HRW.ClusterSim do
     )
   end
 
+  # OTP's prevent_overlapping_partitions (the default): a node that loses `x`
+  # makes the nodes connected to it disconnect from `x` as well, and so on; a
+  # disconnection closes the connection, seen on both sides at once.
+  defp overlapping(w, n, x) do
+    Enum.reduce(w.s.nodes -- [n, x], w, fn c, w ->
+      # Only over a link that works: `n` tells `c`.
+      if MapSet.member?(w.nodes[c].conn, n) and MapSet.member?(w.nodes[c].conn, x) and
+           connected_now?(w, n, c) do
+        w |> disconnect(c, x) |> disconnect(x, c) |> overlapping(c, x) |> overlapping(x, c)
+      else
+        w
+      end
+    end)
+  end
+
   defp disconnect(w, n, x) do
     if w.nodes[n].alive and MapSet.member?(w.nodes[n].conn, x) do
+      trace(w, "#{n} disconnects from #{x}")
       w = update_in(w.nodes[n].conn, &MapSet.delete(&1, x))
       w = if w.s.source == :nodes, do: to_server(w, n, {:nodedown, x}), else: w
       pg_leave(w, n, x)
@@ -613,15 +651,25 @@ defmodule HRW.ClusterSim do
          fn w ->
            if w.nodes[n].alive and w.nodes[x].alive and not cut?(w, n, x) and
                 not MapSet.member?(w.nodes[n].conn, x) do
+             trace(w, "#{n} connects to #{x}")
              w = update_in(w.nodes[n].conn, &MapSet.put(&1, x))
              w = if w.s.source == :nodes, do: to_server(w, n, {:nodeup, x}), else: w
-             pg_join(w, n, x)
+             w = pg_join(w, n, x)
+             # global's connect_all (the default): a node connects to the nodes
+             # its new neighbour is connected to.
+             w = mesh(w, n, x)
+             mesh(w, x, n)
            else
              w
            end
          end}
       )
     end)
+  end
+
+  defp mesh(w, n, x) do
+    missing = MapSet.difference(w.nodes[x].conn, w.nodes[n].conn)
+    Enum.reduce(missing, w, &reconnect(&2, n, &1))
   end
 
   defp connected_now?(w, n, x), do: w.nodes[x].alive and not cut?(w, n, x)
@@ -641,6 +689,7 @@ defmodule HRW.ClusterSim do
            node = w.nodes[n]
 
            if MapSet.member?(node.pg, x) do
+             trace(w, "#{n}'s scope drops #{x}")
              w = put_in(w.nodes[n].pg, MapSet.delete(node.pg, x))
              remaining = MapSet.to_list(w.nodes[n].pg)
              pg_event(w, n, {:leave, [x], remaining})
@@ -668,6 +717,7 @@ defmodule HRW.ClusterSim do
 
            if node.alive and node.scope_up and member? and MapSet.member?(node.conn, x) and
                 not MapSet.member?(node.pg, x) do
+             trace(w, "#{n}'s scope adds #{x}")
              w = put_in(w.nodes[n].pg, MapSet.put(node.pg, x))
              pg_event(w, n, {:join, [x]})
            else
@@ -699,6 +749,23 @@ defmodule HRW.ClusterSim do
           into: %{},
           do: {n, w.nodes[n].view.members}
 
+    # Since when each member has named itself with quorum without a break. A
+    # member removed by `j` breaks the promise only when it has named itself
+    # since before `j` first saw it depart: one that stopped and names itself
+    # again came back, and races the others' debounce as any join does.
+    since =
+      Map.new(w.s.nodes, fn n ->
+        if n in Map.get(named, n, []), do: {n, w.since[n] || w.t}, else: {n, nil}
+      end)
+
+    # Since when each node has answered with quorum without a break.
+    held_since =
+      Map.new(w.s.nodes, fn n ->
+        if Map.has_key?(named, n), do: {n, w.held_since[n] || w.t}, else: {n, nil}
+      end)
+
+    w = %{w | since: since, held_since: held_since}
+
     # Only a majority quorum promises one owner: with a smaller one each side of
     # a cut owns keys, as documented.
     majority? = w.s.quorum * 2 > length(w.s.nodes) and Map.get(w.s, :overlap, true)
@@ -710,7 +777,8 @@ defmodule HRW.ClusterSim do
           {j, members_j} <- named,
           j != x,
           x not in members_j,
-          w.removed[{j, x}] == w.nodes[x].inc,
+          {inc, at} = w.removed[{j, x}] || {nil, nil},
+          inc == w.nodes[x].inc and since[x] <= at and held_since[j] <= at,
           do: "#{x} names itself with quorum while #{j}, with quorum, removed it"
 
     lapse =
@@ -723,7 +791,14 @@ defmodule HRW.ClusterSim do
               &((w.answered[{n, &1}] || -10 ** 12) + lease > clock(w, n))
             ),
           heard < needed,
-          do: "#{n} answers with quorum after its lease lapsed (#{heard} of #{needed} heard)"
+          do:
+            "#{n} answers with quorum after its lease lapsed (#{heard} of #{needed} heard)" <>
+              if(Process.get(:hrw_sim_trace),
+                do:
+                  " answered #{inspect(for j <- members, do: w.answered[{n, j}])} clock #{clock(w, n)} " <>
+                    "machine #{inspect(w.nodes[n].m.lease.heard)} view #{inspect(w.nodes[n].view)}",
+                else: ""
+              )
 
     case overlap ++ lapse do
       [] -> w

@@ -55,6 +55,7 @@ defmodule HRW.Cluster.Machine do
     rebuild: false,
     failures: 0,
     started: false,
+    stale: false,
     taken_over: false,
     following: nil,
     departed: %{}
@@ -151,8 +152,15 @@ defmodule HRW.Cluster.Machine do
     {m, [polls, effects]}
   end
 
-  defp handle(:source_lost, m, _now),
-    do: {%{m | following: :lost}, [{:timer, :refollow, @refollow}]}
+  # The :pg scope died: until the source is read again this server cannot tell
+  # whether its own member is still listed, while the other members may have
+  # seen it leave (and will move its keys once it is held long enough): it owns
+  # no key meanwhile.
+  defp handle(:source_lost, m, now) do
+    m = %{m | following: :lost, stale: true}
+    {m, effects} = if m.spec, do: publish(m, m.spec, m.built, now), else: {m, []}
+    {m, [effects, {:timer, :refollow, @refollow}]}
+  end
 
   defp handle({:timer, :refollow}, m, now), do: handle(:follow, m, now)
 
@@ -165,9 +173,12 @@ defmodule HRW.Cluster.Machine do
   defp handle({:leave, nodes, remaining}, m, now),
     do: departed(m, Enum.uniq(nodes) -- remaining, now)
 
+  # With a lease a poll reads at once, every lease period at least: this node
+  # sees its own member leave within a period, well before the others' hold of
+  # it ends (they see it at the earliest when it left).
   defp handle({:timer, :poll}, m, _now) do
-    {m, effects} = schedule(m)
-    {m, [{:timer, :poll, m.config.poll_interval || @default_poll} | effects]}
+    {m, effects} = if m.lease, do: evaluate_now(m), else: schedule(m)
+    {m, [{:timer, :poll, poll_interval(m)} | effects]}
   end
 
   defp handle({:timer, :rebuild}, m, _now), do: evaluate(%{m | rebuild: false}, :async)
@@ -251,10 +262,17 @@ defmodule HRW.Cluster.Machine do
   # Timers of a lease this machine does not have, forged events: nothing.
   defp handle(_event, m, _now), do: {m, []}
 
-  defp followed(m, :polled),
-    do: {%{m | following: :polled}, [{:timer, :poll, m.config.poll_interval || @default_poll}]}
+  defp followed(m, :polled), do: {%{m | following: :polled}, [{:timer, :poll, poll_interval(m)}]}
 
   defp followed(m, how), do: {%{m | following: how}, []}
+
+  defp poll_interval(%{lease: nil} = m), do: m.config.poll_interval || @default_poll
+  defp poll_interval(m), do: min(m.config.poll_interval || @default_poll, m.lease.period)
+
+  # A read now, unless one runs (then one more after it) or failures are being
+  # retried (then their backoff decides).
+  defp evaluate_now(%{eval: nil, failures: 0} = m), do: evaluate(%{m | rebuild: false}, :async)
+  defp evaluate_now(m), do: schedule(m)
 
   # -- evaluations -----------------------------------------------------------------
 
@@ -284,7 +302,8 @@ defmodule HRW.Cluster.Machine do
     listed = Enum.map(read, &node_of/1)
     # A departed member the source lists again (a read begun after its departure)
     # follows the source; a member the read no longer lists departs.
-    m = %{m | departed: Map.drop(m.departed, listed), started: true, failures: 0}
+    stale? = m.stale
+    m = %{m | departed: Map.drop(m.departed, listed), started: true, failures: 0, stale: false}
     vanished = for e <- m.members, node_of(e) not in listed, not held?(m, e), do: node_of(e)
     {m, held} = hold(m, vanished, now)
     kept = for {_node, {_at, entry}} <- m.departed, do: entry
@@ -292,7 +311,8 @@ defmodule HRW.Cluster.Machine do
 
     {m, effects} =
       cond do
-        spec == m.spec -> {m, []}
+        spec == m.spec and not stale? -> {m, []}
+        spec == m.spec -> publish(m, spec, m.built, now)
         match?({:built, ^spec, _}, built) -> publish(m, spec, elem(built, 2), now)
         true -> {m, [{:build, :members, spec}]}
       end
@@ -327,9 +347,13 @@ defmodule HRW.Cluster.Machine do
 
   defp departed(m, nodes, now) do
     {m, dropped} = drop_evaluation(m)
-    {m, effects} = if m.lease, do: hold(m, nodes, now), else: remove_now(m, nodes)
+
+    self = m.config.self
+    {m, held} = hold(m, nodes, now)
     {m, scheduled} = schedule(m)
-    {m, [dropped, effects, scheduled]}
+    # Last: the build's publish supersedes what was decided before it.
+    {m, removed} = remove_now(m, if(m.lease, do: Enum.filter(nodes, &(&1 == self)), else: nodes))
+    {m, [dropped, held, scheduled, removed]}
   end
 
   # With a lease, departed members keep their keys until their own quorum must
@@ -337,10 +361,18 @@ defmodule HRW.Cluster.Machine do
   # the departure was first seen here, each good for the lease at most by its
   # clock (`Lease.hold/1`). Their answers are forgotten now. Without a lease,
   # nothing is held (`remove_now/2` or the read itself removes them).
+  # This server's own member is never held: holding it would only keep it naming
+  # itself.
   defp hold(%{lease: nil} = m, _nodes, _now), do: {m, []}
-  defp hold(m, [], _now), do: {m, []}
 
   defp hold(m, nodes, now) do
+    case nodes -- [m.config.self] do
+      [] -> {m, []}
+      others -> hold_others(m, others, now)
+    end
+  end
+
+  defp hold_others(m, nodes, now) do
     at = now + Lease.hold(m.lease.ms)
 
     departed =
@@ -435,15 +467,19 @@ defmodule HRW.Cluster.Machine do
     }
   end
 
-  defp quorum(%{lease: nil} = m, nodes, _now),
-    do: {length(nodes) >= m.config.quorum, :always, nil}
-
-  defp quorum(m, nodes, now), do: Lease.check(m.lease, nodes, m.config.quorum, now)
+  # No quorum while the source cannot be read (`:source_lost`).
+  defp quorum(m, nodes, now) do
+    case m do
+      %{lease: nil} -> {length(nodes) >= m.config.quorum and not m.stale, :always, nil}
+      %{stale: true} -> {false, nil, elem(Lease.check(m.lease, nodes, m.config.quorum, now), 2)}
+      _ -> Lease.check(m.lease, nodes, m.config.quorum, now)
+    end
+  end
 
   # A lease's quorum lapsed or came back, the members unchanged: published like a
   # change. While it holds, the entry's `until` follows the answers.
   defp leased(%{spec: spec, snapshot: %Snapshot{quorum?: held}} = m, now) when spec != nil do
-    case Lease.check(m.lease, m.lease.nodes, m.config.quorum, now) do
+    case quorum(m, m.lease.nodes, now) do
       {^held, until, lease} when held == false or is_integer(m.until) == is_integer(until) ->
         m = %{m | lease: lease, until: if(held and is_integer(until), do: until)}
         extend = if held and is_integer(until), do: [{:extend, until}], else: []

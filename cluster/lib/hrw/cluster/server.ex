@@ -466,7 +466,7 @@ defmodule HRW.Cluster.Server do
         {%{state | pg_ref: ref, scope_ref: Process.monitor(pid)}, :monitored}
 
       true ->
-        {state, :polled}
+        {%{state | scope_ref: Process.monitor(pid)}, :polled}
     end
   end
 
