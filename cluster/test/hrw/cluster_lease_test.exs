@@ -55,6 +55,49 @@ defmodule HRW.ClusterLeaseTest do
       end
     end
 
+    # On a peer, whose net_ticktime this test may change. During a change the VM
+    # tells only the new value: the limit is the lower of it and the value in force
+    # before (as a check last read it), on every entry point.
+    test "during a net_ticktime change the lower limit applies, on every entry point" do
+      HRW.TestPeers.distributed!()
+
+      for {from, to} <- [{10, 60}, {60, 10}] do
+        {_peer, node} = HRW.TestPeers.start_peer(:hrw_tick, to)
+        ticktime = fn -> :erpc.call(node, :net_kernel, :get_net_ticktime, []) end
+
+        outcome = fn entry, lease ->
+          try do
+            name = :"tick_change_#{System.unique_integer([:positive])}"
+
+            # A server started by start_link/1 stops with the :erpc process, its parent.
+            case :erpc.call(node, HRW.Cluster, entry, [[name: name, lease: lease]]) do
+              {:ok, pid} when entry == :start -> :ok = :erpc.call(node, GenServer, :stop, [pid])
+              {:ok, _pid} -> :ok
+              %{id: _} -> :ok
+            end
+
+            :accepted
+          catch
+            :error, {:exception, %ArgumentError{message: message}, _stack} -> message
+          end
+        end
+
+        # `from` in force (and read by a check), then a change to `to` that lasts.
+        _ = :erpc.call(node, :net_kernel, :set_net_ticktime, [from, 1])
+        HRW.TestPeers.eventually(fn -> ticktime.() == from end, "net_ticktime #{from}")
+        assert outcome.(:child_spec, 100) == :accepted
+        _ = :erpc.call(node, :net_kernel, :set_net_ticktime, [to, 600])
+        assert ticktime.() == {:ongoing_change_to, to}
+
+        # 10 s is the lower one either way: 7,500 ms is 3/4 of it.
+        for entry <- [:child_spec, :start, :start_link] do
+          assert outcome.(entry, 7_500) =~ "(7500 ms with net_ticktime 10 s)", "#{entry}"
+          assert outcome.(entry, 44_999) =~ "earliest failure detection", "#{entry}"
+          assert outcome.(entry, 7_499) == :accepted, "#{entry}"
+        end
+      end
+    end
+
     # The test VM's, distributed or not.
     defp net_ticktime do
       case :net_kernel.get_net_ticktime() do

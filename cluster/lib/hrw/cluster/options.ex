@@ -22,7 +22,7 @@ defmodule HRW.Cluster.Options do
   @lookup "HRW.Cluster lookup"
 
   # The last net_ticktime in force that a check read (see net_ticktime/0).
-  @ticktime_seen {HRW.Cluster, :net_ticktime_in_force}
+  @ticktime_seen {__MODULE__, :net_ticktime_in_force}
 
   @options [
     :name,

@@ -301,8 +301,10 @@ defmodule HRW.Cluster.Server do
 
   defp name(state), do: Describe.value(state.config.name)
 
-  # The entry's key, as documented: `{HRW.Cluster, name}`.
-  defp key(name), do: {HRW.Cluster, name}
+  # The entry's key, as documented: `{HRW.Cluster, name}`, the module's name
+  # written as the atom it is: this module reads the entry and never calls
+  # `HRW.Cluster`, which calls it (no cycle between them).
+  defp key(name), do: {:"Elixir.HRW.Cluster", name}
 
   defp now, do: :erlang.monotonic_time(:millisecond)
 
