@@ -120,6 +120,7 @@ defmodule HRW.ClusterSim do
       nodes: %{},
       removed: %{},
       since: %{},
+      pg_last: %{},
       held_since: %{},
       seen: %{},
       obs: %{},
@@ -407,6 +408,20 @@ defmodule HRW.ClusterSim do
     Enum.reduce(view.listed, w, fn x, w -> update_in(w.removed, &Map.delete(&1, {n, x})) end)
   end
 
+  defp effect(w, n, {:extend, until}) do
+    if w.nodes[n].view, do: put_in(w.nodes[n].view.until, until), else: w
+  end
+
+  defp effect(w, n, {:ping, to, token}) do
+    w = put_in(w.tokens[{n, token}], {to, clock(w, n)})
+    send_message(w, n, to, :any, {:ping, {n, w.nodes[n].server}, n, token})
+  end
+
+  defp effect(w, n, {:pong, {to, server}, token}),
+    do: send_message(w, n, to, server, {:pong, token})
+
+  defp effect(w, _n, _other), do: w
+
   # With a lease, another member leaves `n`'s view only once its hold has passed
   # by `n`'s clock since `n` first saw it depart.
   defp early(%{s: %{lease: lease}} = w, n, x) when lease != nil and n != x do
@@ -424,20 +439,6 @@ defmodule HRW.ClusterSim do
   end
 
   defp early(w, _n, _x), do: w
-
-  defp effect(w, n, {:extend, until}) do
-    if w.nodes[n].view, do: put_in(w.nodes[n].view.until, until), else: w
-  end
-
-  defp effect(w, n, {:ping, to, token}) do
-    w = put_in(w.tokens[{n, token}], {to, clock(w, n)})
-    send_message(w, n, to, :any, {:ping, {n, w.nodes[n].server}, n, token})
-  end
-
-  defp effect(w, n, {:pong, {to, server}, token}),
-    do: send_message(w, n, to, server, {:pong, token})
-
-  defp effect(w, _n, _other), do: w
 
   # A message between two servers: lost on a cut link, else delayed, perhaps
   # duplicated or lost.
@@ -674,16 +675,24 @@ defmodule HRW.ClusterSim do
 
   defp connected_now?(w, n, x), do: w.nodes[x].alive and not cut?(w, n, x)
 
+  # When `n`'s scope learns the next change of `x`'s member: after a delay, and
+  # in the order they happened (:pg's messages between two nodes keep theirs).
+  defp pg_at(w, n, x) do
+    {delay, w} = rand(w, 30)
+    at = max(w.t + delay, Map.get(w.pg_last, {n, x}, 0))
+    {at, put_in(w.pg_last[{n, x}], at)}
+  end
+
   # `n`'s scope learns that `x`'s member left (or that it has one), after a delay.
   defp pg_leave(w, n, x) do
     if w.s.source == :nodes or not w.nodes[n].alive do
       w
     else
-      {delay, w} = rand(w, 30)
+      {at, w} = pg_at(w, n, x)
 
       push(
         w,
-        w.t + delay,
+        at,
         {:source,
          fn w ->
            node = w.nodes[n]
@@ -705,11 +714,11 @@ defmodule HRW.ClusterSim do
     if w.s.source == :nodes or not w.nodes[n].alive do
       w
     else
-      {delay, w} = rand(w, 30)
+      {at, w} = pg_at(w, n, x)
 
       push(
         w,
-        w.t + delay,
+        at,
         {:source,
          fn w ->
            node = w.nodes[n]

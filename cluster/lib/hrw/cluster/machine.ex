@@ -134,8 +134,14 @@ defmodule HRW.Cluster.Machine do
   defp handle(:follow, m, _now),
     do: {m, [{:follow, if(m.config.poll_interval, do: :poll, else: :monitor)}]}
 
-  defp handle({:followed, {:error, reason}}, %{started: false} = m, _now),
+  # A first start without its source fails; a server that takes an entry over
+  # (a restart while the :pg scope restarts too) starts, owns no key, and follows
+  # the source once it is back.
+  defp handle({:followed, {:error, reason}}, %{started: false, taken_over: false} = m, _now),
     do: {m, [{:stop, reason}]}
+
+  defp handle({:followed, {:error, _reason}}, %{started: false} = m, now),
+    do: handle(:source_lost, %{m | started: true}, now)
 
   defp handle({:followed, {:error, _reason}}, m, _now),
     do: {%{m | following: :lost}, [{:timer, :refollow, @refollow}]}
@@ -156,10 +162,12 @@ defmodule HRW.Cluster.Machine do
   # whether its own member is still listed, while the other members may have
   # seen it leave (and will move its keys once it is held long enough): it owns
   # no key meanwhile.
+  # A read begun before is not trusted either.
   defp handle(:source_lost, m, now) do
-    m = %{m | following: :lost, stale: true}
-    {m, effects} = if m.spec, do: publish(m, m.spec, m.built, now), else: {m, []}
-    {m, [effects, {:timer, :refollow, @refollow}]}
+    {m, dropped} = drop_evaluation(%{m | following: :lost, stale: true})
+    spec = m.spec || {m.config.structure, m.config.build_opts, m.overrides, m.members}
+    {m, effects} = publish(m, spec, m.built, now)
+    {m, [dropped, effects, {:timer, :refollow, @refollow}]}
   end
 
   defp handle({:timer, :refollow}, m, now), do: handle(:follow, m, now)
@@ -312,8 +320,8 @@ defmodule HRW.Cluster.Machine do
     {m, effects} =
       cond do
         spec == m.spec and not stale? -> {m, []}
-        spec == m.spec -> publish(m, spec, m.built, now)
         match?({:built, ^spec, _}, built) -> publish(m, spec, elem(built, 2), now)
+        spec == m.spec and m.built != nil -> publish(m, spec, m.built, now)
         true -> {m, [{:build, :members, spec}]}
       end
 
