@@ -58,7 +58,8 @@ defmodule HRW.Cluster.Machine do
     stale: false,
     taken_over: false,
     following: nil,
-    departed: %{}
+    departed: %{},
+    released: MapSet.new()
   ]
 
   @typedoc """
@@ -192,12 +193,20 @@ defmodule HRW.Cluster.Machine do
   defp handle({:timer, :rebuild}, m, _now), do: evaluate(%{m | rebuild: false}, :async)
 
   # The deadlines decide, so even a late or early timer releases nothing early.
+  # A member whose hold has passed leaves only if a read begun now no longer
+  # lists it: it may be back (a link that healed, a member that joined again)
+  # with no event seen yet (a polled source).
   defp handle({:timer, :release}, m, now) do
     {due, held} = Enum.split_with(m.departed, fn {_node, {at, _entry}} -> at <= now end)
-    m = %{m | departed: Map.new(held)}
-    {m, removed} = remove_now(m, Enum.map(due, &elem(&1, 0)))
-    {m, scheduled} = schedule(m)
-    {m, [removed, release_timer(m, now), scheduled]}
+
+    if due == [] do
+      {m, [release_timer(m, now)]}
+    else
+      released = MapSet.union(m.released, MapSet.new(due, &elem(&1, 0)))
+      {m, dropped} = drop_evaluation(%{m | departed: Map.new(held), released: released})
+      {m, read} = evaluate(%{m | rebuild: false}, :async)
+      {m, [dropped, read, release_timer(m, now)]}
+    end
   end
 
   defp handle({:timer, :tick}, %{lease: %Lease{} = lease} = m, now) do
@@ -312,7 +321,15 @@ defmodule HRW.Cluster.Machine do
     # follows the source; a member the read no longer lists departs.
     stale? = m.stale
     m = %{m | departed: Map.drop(m.departed, listed), started: true, failures: 0, stale: false}
-    vanished = for e <- m.members, node_of(e) not in listed, not held?(m, e), do: node_of(e)
+    # Released members (their hold passed) leave now unless listed.
+    vanished =
+      for e <- m.members,
+          node_of(e) not in listed,
+          not held?(m, e),
+          not MapSet.member?(m.released, node_of(e)),
+          do: node_of(e)
+
+    m = %{m | released: MapSet.new()}
     {m, held} = hold(m, vanished, now)
     kept = for {_node, {_at, entry}} <- m.departed, do: entry
     spec = {m.config.structure, m.config.build_opts, m.overrides, Enum.sort(read ++ kept)}
@@ -396,7 +413,12 @@ defmodule HRW.Cluster.Machine do
   end
 
   # Members that are back (a nodeup, a join) follow the source again.
-  defp returned(m, nodes), do: %{m | departed: Map.drop(m.departed, nodes)}
+  defp returned(m, nodes),
+    do: %{
+      m
+      | departed: Map.drop(m.departed, nodes),
+        released: MapSet.difference(m.released, MapSet.new(nodes))
+    }
 
   defp release_timer(%{departed: departed}, _now) when departed == %{},
     do: {:cancel_timer, :release}
