@@ -69,10 +69,14 @@ defmodule HRW.ClusterLeaseTest do
           try do
             name = :"tick_change_#{System.unique_integer([:positive])}"
 
-            # A server started by start_link/1 stops with the :erpc process, its parent.
-            case :erpc.call(node, HRW.Cluster, entry, [[name: name, lease: lease]]) do
-              {:ok, pid} when entry == :start -> :ok = :erpc.call(node, GenServer, :stop, [pid])
-              {:ok, _pid} -> :ok
+            {module, fun} =
+              if entry == :start_link,
+                do: {HRW.ClusterRemote, :start_link_and_stop},
+                else: {HRW.Cluster, entry}
+
+            case :erpc.call(node, module, fun, [[name: name, lease: lease]]) do
+              {:ok, pid} -> :ok = :erpc.call(node, GenServer, :stop, [pid])
+              :ok -> :ok
               %{id: _} -> :ok
             end
 
