@@ -651,7 +651,7 @@ defmodule HRW.ClusterSim do
         {:source,
          fn w ->
            if w.nodes[n].alive and w.nodes[x].alive and not cut?(w, n, x) and
-                not MapSet.member?(w.nodes[n].conn, x) do
+                not MapSet.member?(w.nodes[n].conn, x) and meshes?(w, n, x) do
              trace(w, "#{n} connects to #{x}")
              w = update_in(w.nodes[n].conn, &MapSet.put(&1, x))
              w = if w.s.source == :nodes, do: to_server(w, n, {:nodeup, x}), else: w
@@ -666,6 +666,16 @@ defmodule HRW.ClusterSim do
          end}
       )
     end)
+  end
+
+  # global (connect_all, prevent_overlapping_partitions) joins two nodes only
+  # when each reaches the other's neighbours: a cut that stays non-transitive
+  # keeps them apart, as the documented overlapping partition would otherwise.
+  defp meshes?(w, n, x) do
+    neighbours =
+      MapSet.union(w.nodes[n].conn, w.nodes[x].conn) |> MapSet.delete(n) |> MapSet.delete(x)
+
+    Enum.all?(neighbours, &(not cut?(w, &1, n) and not cut?(w, &1, x)))
   end
 
   defp mesh(w, n, x) do

@@ -17,47 +17,34 @@ defmodule HRW.Cluster.Check do
   defguard is_weight(weight)
            when is_number(weight) and weight > 0 and weight <= 9_007_199_254_740_992
 
-  @doc """
-  Checks that `opts` is a keyword list of `allowed` keys, each given at most once;
-  raises `ArgumentError` naming `caller` otherwise.
-  """
+  @doc "`:ok` for a keyword list of `allowed` keys, each once; else `ArgumentError` naming `caller`."
   @spec check!(term(), String.t(), [atom()]) :: :ok
   def check!(opts, caller, allowed) do
-    unless is_list(opts) and Keyword.keyword?(opts) do
-      raise ArgumentError,
-            "#{caller} expects a keyword list of options, got: #{Describe.value(opts)}"
-    end
+    keys = if is_list(opts) and Keyword.keyword?(opts), do: Keyword.keys(opts)
+    unknown = keys && keys |> Enum.reject(&(&1 in allowed)) |> Enum.uniq()
+    repeated = keys && Enum.uniq(keys -- Enum.uniq(keys))
 
-    keys = Keyword.keys(opts)
+    cond do
+      keys == nil ->
+        refuse!("#{caller} expects a keyword list of options, got: ", opts)
 
-    case keys |> Enum.reject(&(&1 in allowed)) |> Enum.uniq() do
-      [] -> :ok
-      unknown -> raise ArgumentError, "#{caller} got unknown options: #{Describe.value(unknown)}"
-    end
+      unknown != [] ->
+        refuse!("#{caller} got unknown options: ", unknown)
 
-    case Enum.uniq(keys -- Enum.uniq(keys)) do
-      [] ->
+      repeated != [] ->
+        refuse!("#{caller} got duplicated options: ", repeated, " (give each option once)")
+
+      true ->
         :ok
-
-      repeated ->
-        raise ArgumentError,
-              "#{caller} got duplicated options: #{Describe.value(repeated)} (give each option once)"
     end
   end
 
-  @doc """
-  An integer `value` in `min..max` for option `key` of `caller`, or `ArgumentError`
-  saying so.
-  """
+  @doc "`value` when an integer in `min..max` (`caller`'s option `key`), else `ArgumentError`."
   @spec integer!(term(), String.t(), atom(), integer(), integer()) :: integer()
-  def integer!(value, _caller, _key, min, max)
-      when is_integer(value) and value >= min and value <= max,
-      do: value
-
   def integer!(value, caller, key, min, max) do
-    raise ArgumentError,
-          "#{caller} #{inspect(key)} must be an integer in #{min}..#{max}, " <>
-            "got: #{Describe.value(value)}"
+    if is_integer(value) and value in min..max//1,
+      do: value,
+      else: must!("#{caller} #{inspect(key)}", "an integer in #{min}..#{max}", value)
   end
 
   @doc """
@@ -77,21 +64,17 @@ defmodule HRW.Cluster.Check do
   @doc "One of `allowed`, for the option that `what` names, or `ArgumentError`."
   @spec one_of!(term(), String.t(), [term(), ...]) :: term()
   def one_of!(value, what, allowed) do
-    if value in allowed do
-      value
-    else
-      {init, [last]} = Enum.split(allowed, -1)
-      choices = Enum.map_join(init, ", ", &inspect/1) <> " or " <> inspect(last)
-      raise ArgumentError, "#{what} must be #{choices}, got: #{Describe.value(value)}"
-    end
+    {others, [last]} = Enum.split(allowed, -1)
+    choices = Enum.map_join(others, ", ", &inspect/1) <> " or " <> inspect(last)
+    if value in allowed, do: value, else: must!(what, choices, value)
   end
 
   @doc "An integer `>= 0` for what `what` names, or `ArgumentError`."
   @spec non_neg_integer!(term(), String.t()) :: non_neg_integer()
-  def non_neg_integer!(value, _what) when is_integer(value) and value >= 0, do: value
-
   def non_neg_integer!(value, what) do
-    raise ArgumentError, "#{what} must be a non-negative integer, got: #{Describe.value(value)}"
+    if is_integer(value) and value >= 0,
+      do: value,
+      else: must!(what, "a non-negative integer", value)
   end
 
   @doc "A count of owners, checked by `HRW.owners/3` itself."
@@ -103,11 +86,18 @@ defmodule HRW.Cluster.Check do
 
   @doc "`nil` or a function of arity 1, for the option that `what` names."
   @spec function!(term(), String.t()) :: (term() -> term()) | nil
-  def function!(fun, _what) when is_nil(fun) or is_function(fun, 1), do: fun
-
-  def function!(other, what) do
-    raise ArgumentError, "#{what} must be a function of arity 1, got: #{Describe.value(other)}"
+  def function!(fun, what) do
+    if is_nil(fun) or is_function(fun, 1),
+      do: fun,
+      else: must!(what, "a function of arity 1", fun)
   end
+
+  # The one shape of the cluster's option messages, hrw's own:
+  # "<what> must be <rule>, got: <value>".
+  defp must!(what, rule, value), do: refuse!("#{what} must be #{rule}, got: ", value)
+
+  defp refuse!(text, value, tail \\ ""),
+    do: raise(ArgumentError, text <> Describe.value(value) <> tail)
 
   @doc "A proper list of keys, or `ArgumentError`."
   @spec keys!(term()) :: [term()]
@@ -158,9 +148,14 @@ defmodule HRW.Cluster.Check do
               __STACKTRACE__
   end
 
-  @doc "Whether `list` is a proper list (walks it to its end)."
+  @doc "Whether `list` is a proper list (`length/1` walks it, and refuses an improper one)."
   @spec proper?(term()) :: boolean()
-  def proper?([_ | tail]), do: proper?(tail)
-  def proper?([]), do: true
-  def proper?(_), do: false
+  def proper?(list) when is_list(list) do
+    _ = length(list)
+    true
+  rescue
+    ArgumentError -> false
+  end
+
+  def proper?(_other), do: false
 end
