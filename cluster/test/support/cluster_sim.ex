@@ -203,10 +203,15 @@ defmodule HRW.ClusterSim do
         else
           w = %{w | queue: queue, t: t}
           w = item(w, item)
-          loop(check(w), last)
+          # A heartbeat changes neither a view nor what a node has heard.
+          if heartbeat?(item), do: loop(w, last), else: loop(check(w), last)
         end
     end
   end
+
+  defp heartbeat?({:deliver, _from, _to, _server, {:ping, _, _, _}}), do: true
+  defp heartbeat?({:server, _n, _server, {:ping, _, _, _}}), do: true
+  defp heartbeat?(_item), do: false
 
   # The documented delay: the debounce, a poll, a departed member's hold, the
   # retry after a failed read (a scope restarting) and the network's delays.
@@ -761,12 +766,14 @@ defmodule HRW.ClusterSim do
   # -- the promises ------------------------------------------------------------------
 
   defp check(%{violation: nil, s: %{lease: lease}} = w) when lease != nil do
+    clocks = Map.new(w.s.nodes, &{&1, clock(w, &1)})
+
     named =
-      for n <- w.s.nodes,
-          w.nodes[n].alive,
-          quorum?(w, n),
+      for {n, node} <- w.nodes,
+          node.alive,
+          quorum?(node.view, clocks[n]),
           into: %{},
-          do: {n, w.nodes[n].view.members}
+          do: {n, node.view.members}
 
     # Since when each member has named itself with quorum without a break. A
     # member removed by `j` breaks the promise only when it has named itself
@@ -807,7 +814,7 @@ defmodule HRW.ClusterSim do
           heard =
             Enum.count(
               members -- [n],
-              &((w.answered[{n, &1}] || -10 ** 12) + lease > clock(w, n))
+              &((w.answered[{n, &1}] || -10 ** 12) + lease > clocks[n])
             ),
           heard < needed,
           do:
@@ -827,9 +834,9 @@ defmodule HRW.ClusterSim do
 
   defp check(w), do: w
 
-  defp quorum?(w, n) do
-    case w.nodes[n].view do
-      %{members: [_ | _], until: until} -> until == :always or until > clock(w, n)
+  defp quorum?(view, clock) do
+    case view do
+      %{members: [_ | _], until: until} -> until == :always or until > clock
       _ -> false
     end
   end

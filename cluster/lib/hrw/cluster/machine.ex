@@ -27,7 +27,11 @@ defmodule HRW.Cluster.Machine do
   # that restarted, an entry taken over). With a lease a departed member's keys
   # stay where they are for `Lease.hold/1` from the first time its departure was
   # seen, and whatever was read before a departure is never trusted after it: a
-  # departure drops the running evaluation and a new one reads again.
+  # departure drops the running evaluation and a new one reads again. Once the
+  # hold has passed, a read begun then decides whether the member is still gone.
+  # A server answers the heartbeats of the members it lists and has not seen
+  # depart only, never holds its own member, and owns no key while its source
+  # cannot be read (a :pg scope restarting).
 
   alias HRW.Cluster.{Describe, Fingerprint, Lease, Snapshot}
 
@@ -67,7 +71,9 @@ defmodule HRW.Cluster.Machine do
   its node. `members`: the entries the published spec holds (or the entry taken
   over held). `until`: while a lease holds the published quorum, when it lapses.
   `eval`: the number of the running evaluation. `departed`: with a lease, the
-  members whose departure has been seen, node => {deadline, entry}.
+  members whose departure has been seen, node => {deadline, entry}; `released`:
+  those whose hold has passed, until the next read. `stale`: the source was lost
+  and has not been read since.
   """
   @type t :: %__MODULE__{}
 
