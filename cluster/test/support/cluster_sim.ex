@@ -120,6 +120,7 @@ defmodule HRW.ClusterSim do
       nodes: %{},
       removed: %{},
       since: %{},
+      untils: %{},
       pg_last: %{},
       held_since: %{},
       seen: %{},
@@ -779,18 +780,36 @@ defmodule HRW.ClusterSim do
     # member removed by `j` breaks the promise only when it has named itself
     # since before `j` first saw it depart: one that stopped and names itself
     # again came back, and races the others' debounce as any join does.
+    # A quorum that lapsed since the last check (its `until` passed, then an
+    # answer extended it) was broken, though both checks saw it hold.
+    broken? = fn n ->
+      case w.untils[n] do
+        until when is_integer(until) -> until <= clocks[n]
+        _ -> false
+      end
+    end
+
     since =
       Map.new(w.s.nodes, fn n ->
-        if n in Map.get(named, n, []), do: {n, w.since[n] || w.t}, else: {n, nil}
+        cond do
+          n not in Map.get(named, n, []) -> {n, nil}
+          broken?.(n) -> {n, w.t}
+          true -> {n, w.since[n] || w.t}
+        end
       end)
 
     # Since when each node has answered with quorum without a break.
     held_since =
       Map.new(w.s.nodes, fn n ->
-        if Map.has_key?(named, n), do: {n, w.held_since[n] || w.t}, else: {n, nil}
+        cond do
+          not Map.has_key?(named, n) -> {n, nil}
+          broken?.(n) -> {n, w.t}
+          true -> {n, w.held_since[n] || w.t}
+        end
       end)
 
-    w = %{w | since: since, held_since: held_since}
+    untils = Map.new(named, fn {n, _} -> {n, w.nodes[n].view.until} end)
+    w = %{w | since: since, held_since: held_since, untils: untils}
 
     # Only a majority quorum promises one owner: with a smaller one each side of
     # a cut owns keys, as documented.
