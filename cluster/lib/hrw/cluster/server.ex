@@ -205,18 +205,19 @@ defmodule HRW.Cluster.Server do
 
   def handle_info({:nodeup, node, _info}, state), do: {:noreply, event(state, {:nodeup, node})}
 
-  def handle_info({ref, :join, _group, pids}, %{pg_ref: ref} = state),
+  def handle_info({ref, :join, _group, pids}, %{pg_ref: ref} = state) when is_reference(ref),
     do: {:noreply, event(state, {:join, Enum.map(pids, &node/1)})}
 
-  def handle_info({ref, :leave, group, pids}, %{pg_ref: ref} = state) do
+  def handle_info({ref, :leave, group, pids}, %{pg_ref: ref} = state) when is_reference(ref) do
     {:pg, scope, ^group} = state.config.source
     remaining = scope |> :pg.get_members(group) |> Enum.map(&node/1)
     {:noreply, event(state, {:leave, Enum.map(pids, &node/1), remaining})}
   end
 
   # The followed scope died: its monitor is gone with it.
-  def handle_info({:DOWN, ref, :process, _pid, _reason}, %{scope_ref: ref} = state),
-    do: {:noreply, event(%{state | scope_ref: nil, pg_ref: nil}, :source_lost)}
+  def handle_info({:DOWN, ref, :process, _pid, _reason}, %{scope_ref: ref} = state)
+      when is_reference(ref),
+      do: {:noreply, event(%{state | scope_ref: nil, pg_ref: nil}, :source_lost)}
 
   # The server's own timers, each counted only with the reference armed last, so
   # a forged message does nothing.
