@@ -701,55 +701,38 @@ defmodule HRW.ClusterSim do
 
   # `n`'s scope learns that `x`'s member left (or that it has one), after a delay.
   defp pg_leave(w, n, x) do
-    if w.s.source == :nodes or not w.nodes[n].alive do
-      w
-    else
-      {at, w} = pg_at(w, n, x)
-
-      push(
-        w,
-        at,
-        {:source,
-         fn w ->
-           node = w.nodes[n]
-
-           if MapSet.member?(node.pg, x) do
-             trace(w, "#{n}'s scope drops #{x}")
-             w = put_in(w.nodes[n].pg, MapSet.delete(node.pg, x))
-             remaining = MapSet.to_list(w.nodes[n].pg)
-             pg_event(w, n, {:leave, [x], remaining})
-           else
-             w
-           end
-         end}
-      )
-    end
+    pg_change(w, n, x, fn w, node ->
+      if MapSet.member?(node.pg, x) do
+        trace(w, "#{n}'s scope drops #{x}")
+        w = put_in(w.nodes[n].pg, MapSet.delete(node.pg, x))
+        pg_event(w, n, {:leave, [x], MapSet.to_list(w.nodes[n].pg)})
+      else
+        w
+      end
+    end)
   end
 
   defp pg_join(w, n, x) do
+    pg_change(w, n, x, fn w, node ->
+      member? = w.nodes[x].alive and w.nodes[x].in_group and w.nodes[x].scope_up
+
+      if node.alive and node.scope_up and member? and MapSet.member?(node.conn, x) and
+           not MapSet.member?(node.pg, x) do
+        trace(w, "#{n}'s scope adds #{x}")
+        w = put_in(w.nodes[n].pg, MapSet.put(node.pg, x))
+        pg_event(w, n, {:join, [x]})
+      else
+        w
+      end
+    end)
+  end
+
+  defp pg_change(w, n, x, change) do
     if w.s.source == :nodes or not w.nodes[n].alive do
       w
     else
       {at, w} = pg_at(w, n, x)
-
-      push(
-        w,
-        at,
-        {:source,
-         fn w ->
-           node = w.nodes[n]
-           member? = w.nodes[x].alive and w.nodes[x].in_group and w.nodes[x].scope_up
-
-           if node.alive and node.scope_up and member? and MapSet.member?(node.conn, x) and
-                not MapSet.member?(node.pg, x) do
-             trace(w, "#{n}'s scope adds #{x}")
-             w = put_in(w.nodes[n].pg, MapSet.put(node.pg, x))
-             pg_event(w, n, {:join, [x]})
-           else
-             w
-           end
-         end}
-      )
+      push(w, at, {:source, fn w -> change.(w, w.nodes[n]) end})
     end
   end
 
