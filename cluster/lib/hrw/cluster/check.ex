@@ -26,10 +26,10 @@ defmodule HRW.Cluster.Check do
 
     cond do
       keys == nil ->
-        refuse!("#{caller} expects a keyword list of options, got: ", opts)
+        refuse!("#{caller} expects a keyword list of options, got: ", opts, "")
 
       unknown != [] ->
-        refuse!("#{caller} got unknown options: ", unknown)
+        refuse!("#{caller} got unknown options: ", unknown, "")
 
       repeated != [] ->
         refuse!("#{caller} got duplicated options: ", repeated, " (give each option once)")
@@ -94,9 +94,11 @@ defmodule HRW.Cluster.Check do
 
   # The one shape of the cluster's option messages, hrw's own:
   # "<what> must be <rule>, got: <value>".
-  defp must!(what, rule, value), do: refuse!("#{what} must be #{rule}, got: ", value)
+  @spec must!(String.t(), String.t(), term()) :: no_return()
+  defp must!(what, rule, value), do: refuse!("#{what} must be #{rule}, got: ", value, "")
 
-  defp refuse!(text, value, tail \\ ""),
+  @spec refuse!(String.t(), term(), String.t()) :: no_return()
+  defp refuse!(text, value, tail),
     do: raise(ArgumentError, text <> Describe.value(value) <> tail)
 
   @doc "A proper list of keys, or `ArgumentError`."

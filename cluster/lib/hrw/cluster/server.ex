@@ -384,15 +384,15 @@ defmodule HRW.Cluster.Server do
     with {previous, snapshot} <- notify,
          do: Subscribers.notify(state.subscribers, state.config.name, previous, snapshot)
 
-    %{state | until: if(is_reference(until), do: until)}
+    %{state | until: if(until != :always, do: until)}
   end
 
-  defp effect({:extend, at}, %{until: ref} = state) when is_reference(ref) do
-    :atomics.put(ref, 1, perf_until(at))
+  defp effect({:extend, _at}, %{until: nil} = state), do: state
+
+  defp effect({:extend, at}, state) do
+    :atomics.put(state.until, 1, perf_until(at))
     state
   end
-
-  defp effect({:extend, _at}, state), do: state
 
   defp effect({:ping, node, token}, state) do
     server = HRW.Cluster.Options.server_name(state.config.name)
