@@ -64,9 +64,13 @@ defmodule HRW.Cluster.Check do
   @doc "One of `allowed`, for the option that `what` names, or `ArgumentError`."
   @spec one_of!(term(), String.t(), [term(), ...]) :: term()
   def one_of!(value, what, allowed) do
+    if value in allowed, do: value, else: must!(what, choices(allowed), value)
+  end
+
+  # Rendered only for a message: a check that passes renders no term.
+  defp choices(allowed) do
     {others, [last]} = Enum.split(allowed, -1)
-    choices = Enum.map_join(others, ", ", &inspect/1) <> " or " <> inspect(last)
-    if value in allowed, do: value, else: must!(what, choices, value)
+    Enum.map_join(others, ", ", &inspect/1) <> " or " <> inspect(last)
   end
 
   @doc "An integer `>= 0` for what `what` names, or `ArgumentError`."
