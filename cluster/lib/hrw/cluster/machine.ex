@@ -159,9 +159,11 @@ defmodule HRW.Cluster.Machine do
     {m, [polls, effects]}
   end
 
+  # The source is back (a :pg scope restarted): read at once, whatever the
+  # failed reads of the meantime had put off.
   defp handle({:followed, how}, m, _now) do
     {m, polls} = followed(m, how)
-    {m, effects} = schedule(m)
+    {m, effects} = evaluate_now(%{m | failures: 0})
     {m, [polls, effects]}
   end
 
