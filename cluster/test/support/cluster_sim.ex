@@ -265,9 +265,13 @@ defmodule HRW.ClusterSim do
   end
 
   defp server_event(w, n, {:timer, kind, id}) do
-    if w.nodes[n].timers[kind] == id,
-      do: step(update_in(w.nodes[n].timers, &Map.delete(&1, kind)), n, {:timer, kind}),
-      else: w
+    if w.nodes[n].timers[kind] == id do
+      w = update_in(w.nodes[n].timers, &Map.delete(&1, kind))
+      w = if kind == :poll, do: poll_read(w, n), else: w
+      step(w, n, {:timer, kind})
+    else
+      w
+    end
   end
 
   defp server_event(w, n, {:read, seq, job}) do
@@ -301,6 +305,14 @@ defmodule HRW.ClusterSim do
   defp server_event(w, n, {:nodeup, x} = event), do: w |> observe(n, x) |> step(n, event)
   defp server_event(w, n, {:join, xs} = event), do: w |> observe_all(n, xs) |> step(n, event)
   defp server_event(w, n, event), do: step(w, n, event)
+
+  # As the server does: a poll reads the group's nodes first.
+  defp poll_read(w, n) do
+    case read(w, n) do
+      {:error, _} -> w
+      {nodes, _incs} -> step(w, n, {:listed, nodes})
+    end
+  end
 
   defp observe_all(w, n, xs), do: Enum.reduce(xs, w, &observe(&2, n, &1))
 
@@ -647,17 +659,22 @@ defmodule HRW.ClusterSim do
   end
 
   # A link that works again connects both sides, each after a delay.
-  defp reconnect(w, a, b) do
-    Enum.reduce([{a, b}, {b, a}], w, fn {n, x}, w ->
-      {delay, w} = rand(w, 100)
+  defp reconnect(w, a, b), do: w |> connect(a, b) |> connect(b, a)
 
-      push(
-        w,
-        w.t + delay,
-        {:source,
-         fn w ->
-           if w.nodes[n].alive and w.nodes[x].alive and not cut?(w, n, x) and
-                not MapSet.member?(w.nodes[n].conn, x) and meshes?(w, n, x) do
+  defp connect(w, n, x) do
+    {delay, w} = rand(w, 100)
+
+    push(
+      w,
+      w.t + delay,
+      {:source,
+       fn w ->
+         possible? =
+           w.nodes[n].alive and w.nodes[x].alive and not cut?(w, n, x) and
+             not MapSet.member?(w.nodes[n].conn, x)
+
+         cond do
+           possible? and meshes?(w, n, x) ->
              trace(w, "#{n} connects to #{x}")
              w = update_in(w.nodes[n].conn, &MapSet.put(&1, x))
              w = if w.s.source == :nodes, do: to_server(w, n, {:nodeup, x}), else: w
@@ -666,12 +683,16 @@ defmodule HRW.ClusterSim do
              # its new neighbour is connected to.
              w = mesh(w, n, x)
              mesh(w, x, n)
-           else
+
+           # global tries again while a third node's cut keeps them apart.
+           possible? ->
+             connect(w, n, x)
+
+           true ->
              w
-           end
-         end}
-      )
-    end)
+         end
+       end}
+    )
   end
 
   # global (connect_all, prevent_overlapping_partitions) joins two nodes only

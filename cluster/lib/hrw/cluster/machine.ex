@@ -12,7 +12,8 @@ defmodule HRW.Cluster.Machine do
   # `{:followed, :nodes | :monitored | :polled | {:error, reason}}`,
   # `{:timer, kind}` (`:rebuild`, `:poll`, `:release`, `:tick`, `:lapse`,
   # `:refollow`), `{:evaluated, seq, result}`, `{:built, purpose, spec, result}`,
-  # `{:ping, from, node, token}`, `{:pong, token}`, `{:put_overrides, overrides}`.
+  # `{:listed, nodes}` (a polled source's nodes), `{:ping, from, node, token}`,
+  # `{:pong, token}`, `{:put_overrides, overrides}`.
   #
   # Effects: `{:timer, kind, ms}` (replaces that kind's timer), `{:cancel_timer,
   # kind}`, `{:follow, :monitor | :poll}`, `{:evaluate, seq, job, :await |
@@ -189,6 +190,20 @@ defmodule HRW.Cluster.Machine do
   # leave like a nodedown.
   defp handle({:leave, nodes, remaining}, m, now),
     do: departed(m, Enum.uniq(nodes) -- remaining, now)
+
+  # What a polled source lists, read just before the poll: a member it no longer
+  # lists (and that has not departed yet) departs now.
+  defp handle({:listed, nodes}, m, now) do
+    gone =
+      for entry <- m.members,
+          node = node_of(entry),
+          node not in nodes,
+          not Map.has_key?(m.departed, node),
+          not MapSet.member?(m.released, node),
+          do: node
+
+    departed(m, gone, now)
+  end
 
   # With a lease a poll reads at once, every lease period at least: this node
   # sees its own member leave within a period, well before the others' hold of

@@ -21,8 +21,7 @@ defmodule HRW.Cluster.Server do
     without: "the build without the members that left",
     overrides: "building with the overrides"
   }
-  # Heartbeats and their answers (every server answers, with or without a lease),
-  # and the server's own timers.
+  # Heartbeats and their answers, and the server's own timers.
   @lease :"$hrw_lease"
   @timer :"$hrw_cluster_timer"
   @eval_timeout :"$hrw_cluster_eval_timeout"
@@ -36,8 +35,7 @@ defmodule HRW.Cluster.Server do
   # clock and reads the current structure as nil from then on, whatever the
   # server is doing. That time is on the clock of `:os.perf_counter/0`, read in
   # a fraction of the time `:erlang.monotonic_time/1` takes where the OS clock is
-  # a system call (see `perf_until/1`; the figures head
-  # bench/results/cluster-owner-ab-lease-2026-12-04.txt).
+  # a system call (see `perf_until/1`).
   # `spec` = {structure, build_opts, overrides, entries} is what
   # the current structure was built from, so a new server can tell whether it
   # differs; `overrides_option`, `quorum` and `lease` are the publishing server's
@@ -224,7 +222,8 @@ defmodule HRW.Cluster.Server do
   def handle_info({:timeout, ref, {@timer, kind}}, state) do
     case state.timers do
       %{^kind => ^ref} ->
-        {:noreply, event(%{state | timers: Map.delete(state.timers, kind)}, {:timer, kind})}
+        state = %{state | timers: Map.delete(state.timers, kind)}
+        {:noreply, state |> listed(kind) |> event({:timer, kind})}
 
       _ ->
         {:noreply, state}
@@ -472,6 +471,17 @@ defmodule HRW.Cluster.Server do
         {%{state | scope_ref: Process.monitor(pid)}, :polled}
     end
   end
+
+  # A poll first reads the group's nodes (an ETS read, no user code), so that
+  # the machine sees who left however long the evaluation takes.
+  defp listed(%{config: %{source: {:pg, scope, group}}} = state, :poll) do
+    nodes = scope |> :pg.get_members(group) |> Enum.map(&node/1)
+    event(state, {:listed, nodes})
+  catch
+    _kind, _reason -> state
+  end
+
+  defp listed(state, _kind), do: state
 
   # Whether `pid`, registered as `scope`, is a :pg scope, told without calling it
   # (the calls of :pg would reach any process): a scope owns the ETS table named
