@@ -155,9 +155,15 @@ defmodule HRW.Cluster do
   """
   @spec owners(name(), term(), non_neg_integer(), [lookup_option()]) :: [node()]
   def owners(name, key, count, opts \\ []) do
-    structure = structure(name, opts)
-    count = Check.count!(count)
-    if structure == nil, do: [], else: HRW.owners(key, structure, count)
+    # HRW.owners/3 checks the count; without a structure it is checked alone.
+    case structure(name, opts) do
+      nil ->
+        _ = Check.count!(count)
+        []
+
+      structure ->
+        HRW.owners(key, structure, count)
+    end
   end
 
   @doc """

@@ -120,7 +120,13 @@ defmodule HRW.ClusterAgreementTest do
     name = unique(:ag_render)
     {peer, n1} = start_peer(:render)
     {:ok, pid} = HRW.Cluster.start_link(name: name, debounce: @never)
-    patterns = [{HRW, :brief, :_}, {Kernel, :inspect, :_}, {Inspect.Algebra, :format, :_}]
+
+    patterns = [
+      {HRW.Cluster.Describe, :value, :_},
+      {Kernel, :inspect, :_},
+      {Inspect.Algebra, :format, :_}
+    ]
+
     for mfa <- patterns, do: :erlang.trace_pattern(mfa, true, [:local])
     1 = :erlang.trace(pid, true, [:call, {:tracer, self()}])
 

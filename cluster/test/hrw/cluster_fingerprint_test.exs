@@ -165,6 +165,41 @@ defmodule HRW.ClusterFingerprintTest do
              Fingerprint.of([{:a, 9_007_199_254_740_992.0}])
   end
 
+  # docs/HASHING.md §3: a refused integer prints exactly inside the signed 64-bit
+  # range and as words outside it, never its digits, as hrw's own weights print.
+  test "a refused weight prints as docs/HASHING.md §3 says, at the edges of the 64-bit range" do
+    words = "an integer outside the 64-bit range"
+    max = 0x7FFF_FFFF_FFFF_FFFF
+    min = -0x8000_0000_0000_0000
+
+    for weight <- [
+          max + 1,
+          2 ** 64,
+          2 ** 64 + 1,
+          Integer.pow(2, 1100),
+          min - 1,
+          -Integer.pow(2, 99)
+        ],
+        call <- [&Fingerprint.of([{:a, &1}]), &Fingerprint.of([{:a, &1}], weighted: true)] do
+      error = assert_raise ArgumentError, fn -> call.(weight) end
+      assert error.message =~ words
+      refute error.message =~ Integer.to_string(weight)
+
+      hrw =
+        assert_raise ArgumentError, fn ->
+          HRW.Ring.new([{:a, weight}], scorer: %HRW.Weighted{})
+        end
+
+      assert hrw.message =~ words
+    end
+
+    for weight <- [max, min, 9_007_199_254_740_993] do
+      error = assert_raise ArgumentError, fn -> Fingerprint.of([{:a, weight}]) end
+      assert error.message =~ Integer.to_string(weight)
+      refute error.message =~ words
+    end
+  end
+
   test "bad input" do
     assert_raise ArgumentError, ~r/list of members/, fn -> Fingerprint.of(:a) end
     assert_raise ArgumentError, ~r/0..2\^64-1/, fn -> Fingerprint.mix(-1) end

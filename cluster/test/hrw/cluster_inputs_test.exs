@@ -23,7 +23,8 @@ defmodule HRW.ClusterInputsTest do
           said != expected,
           do: {label, said}
 
-    assert wrong == [], "for #{HRW.brief(value)}, expected #{inspect(expected)} everywhere"
+    assert wrong == [],
+           "for #{HRW.Cluster.Describe.value(value)}, expected #{inspect(expected)} everywhere"
   end
 
   test "a wrong target gets HRW's message" do
@@ -103,7 +104,7 @@ defmodule HRW.ClusterInputsTest do
       assert_one_message(
         [{"HRW.Cluster.owner/3", &HRW.Cluster.owner(cluster, "k", back: &1)}],
         back,
-        "HRW.Cluster lookup :back must be a non-negative integer, got: #{HRW.brief(back)}"
+        "HRW.Cluster lookup :back must be a non-negative integer, got: #{HRW.Cluster.Describe.value(back)}"
       )
     end
   end

@@ -55,6 +55,53 @@ defmodule HRW.ClusterLeaseTest do
       end
     end
 
+    # On a peer, whose net_ticktime this test may change. During a change the VM
+    # tells only the new value: the limit is the lower of it and the value in force
+    # before (as a check last read it), on every entry point.
+    test "during a net_ticktime change the lower limit applies, on every entry point" do
+      HRW.TestPeers.distributed!()
+
+      for {from, to} <- [{10, 60}, {60, 10}] do
+        {_peer, node} = HRW.TestPeers.start_peer(:hrw_tick, to)
+        ticktime = fn -> :erpc.call(node, :net_kernel, :get_net_ticktime, []) end
+
+        outcome = fn entry, lease ->
+          try do
+            name = :"tick_change_#{System.unique_integer([:positive])}"
+
+            {module, fun} =
+              if entry == :start_link,
+                do: {HRW.ClusterRemote, :start_link_and_stop},
+                else: {HRW.Cluster, entry}
+
+            case :erpc.call(node, module, fun, [[name: name, lease: lease]]) do
+              {:ok, pid} -> :ok = :erpc.call(node, GenServer, :stop, [pid])
+              :ok -> :ok
+              %{id: _} -> :ok
+            end
+
+            :accepted
+          catch
+            :error, {:exception, %ArgumentError{message: message}, _stack} -> message
+          end
+        end
+
+        # `from` in force (and read by a check), then a change to `to` that lasts.
+        _ = :erpc.call(node, :net_kernel, :set_net_ticktime, [from, 1])
+        HRW.TestPeers.eventually(fn -> ticktime.() == from end, "net_ticktime #{from}")
+        assert outcome.(:child_spec, 100) == :accepted
+        _ = :erpc.call(node, :net_kernel, :set_net_ticktime, [to, 600])
+        assert ticktime.() == {:ongoing_change_to, to}
+
+        # 10 s is the lower one either way: 7,500 ms is 3/4 of it.
+        for entry <- [:child_spec, :start, :start_link] do
+          assert outcome.(entry, 7_500) =~ "(7500 ms with net_ticktime 10 s)", "#{entry}"
+          assert outcome.(entry, 44_999) =~ "earliest failure detection", "#{entry}"
+          assert outcome.(entry, 7_499) == :accepted, "#{entry}"
+        end
+      end
+    end
+
     # The test VM's, distributed or not.
     defp net_ticktime do
       case :net_kernel.get_net_ticktime() do
@@ -67,7 +114,7 @@ defmodule HRW.ClusterLeaseTest do
   describe "counting (HRW.Cluster.Lease)" do
     @others [:b@h, :c@h, :d@h, :e@h]
 
-    defp lease(heard), do: %Lease{ms: 1_000, period: 333, server: :s, heard: heard}
+    defp lease(heard), do: %{Lease.new(1_000, node(), 1) | heard: heard}
 
     test "a member counts from its answer until the answered heartbeat's stamp plus the lease" do
       lease = lease(%{:b@h => 5_000, :c@h => 5_200})
@@ -104,52 +151,63 @@ defmodule HRW.ClusterLeaseTest do
       lease = %{lease(%{}) | sent: %{1 => {:b@h, now - 100}, 2 => {:c@h, now - 2_000}}}
 
       # Whatever the answer says besides its token counts for nothing.
-      {lease, check?} = Lease.handle({:"$hrw_lease", :pong, self(), 1}, lease)
+      {lease, check?} = Lease.answer(lease, 1, now)
       assert lease.heard == %{:b@h => now - 100}
       assert check?
       assert lease.sent == %{2 => {:c@h, now - 2_000}}
 
       # A token answered twice, or never sent; an answer older than the lease.
       for token <- [1, 3, now + 10_000, 2 ** 60, -1, :x, "1"] do
-        assert Lease.handle({:"$hrw_lease", :pong, self(), token}, lease) == {lease, false}
+        assert Lease.answer(lease, token, now) == {lease, false}
       end
 
-      {late, false} = Lease.handle({:"$hrw_lease", :pong, self(), 2}, lease)
+      {late, false} = Lease.answer(lease, 2, now)
       assert late.heard == lease.heard
     end
 
-    test "timer messages count only with the reference of the timer armed last" do
-      lease = Lease.new(@lease, :lease_timers)
-      tick = lease.tick
+    test "a round sends one heartbeat to each other member, each with a token of its own, " <>
+           "and keeps only the heartbeats sent within the lease" do
+      lease = %{lease(%{}) | nodes: [node() | @others], sent: %{1 => {:b@h, 0}, 2 => {:c@h, 500}}}
+      {ticked, pings} = Lease.tick(lease, 1_200)
+      assert Enum.map(pings, &elem(&1, 0)) == @others
+      tokens = Enum.map(pings, &elem(&1, 1))
+      assert length(Enum.uniq(tokens)) == 4
+      assert Map.drop(ticked.sent, tokens) == %{2 => {:c@h, 500}}
+      assert Enum.all?(tokens, &(ticked.sent[&1] |> elem(1) == 1_200))
+      # Another round draws other tokens.
+      {_ticked, again} = Lease.tick(ticked, 1_500)
+      assert MapSet.disjoint?(MapSet.new(tokens), MapSet.new(Enum.map(again, &elem(&1, 1))))
+    end
 
-      for forged <- [
-            {:timeout, make_ref(), :"$hrw_lease_tick"},
-            {:timeout, make_ref(), :"$hrw_lease_lapse"},
-            {:timeout, nil, :"$hrw_lease_lapse"},
-            {:"$hrw_lease", :tick, nil, nil},
-            {:"$hrw_lease", :lapse, nil, nil}
-          ] do
-        assert Lease.handle(forged, lease) == {lease, false}
+    test "timer messages count only with the reference of the timer armed last" do
+      {:ok, pid} = HRW.Cluster.start(name: :lease_timers, lease: @lease)
+      server = HRW.Cluster.Options.server_name(:lease_timers)
+      before = :sys.get_state(pid)
+
+      for kind <- [:tick, :lapse, :release, :rebuild, :poll, :refollow] do
+        send(server, {:timeout, make_ref(), {:"$hrw_cluster_timer", kind}})
+        send(server, {:timeout, nil, {:"$hrw_cluster_timer", kind}})
       end
 
-      assert_receive {:timeout, ^tick, :"$hrw_lease_tick"}
-      {ticked, true} = Lease.handle({:timeout, tick, :"$hrw_lease_tick"}, lease)
-      refute ticked.tick == tick
-      # The old timer's message, once more, starts nothing.
-      assert Lease.handle({:timeout, tick, :"$hrw_lease_tick"}, ticked) == {ticked, false}
-      :erlang.cancel_timer(ticked.tick)
+      send(server, {:"$hrw_lease", :tick, nil, nil})
+      after_forged = :sys.get_state(pid)
+      # A forged :rebuild would have started an evaluation (seq), a forged :release
+      # or :lapse a publish (generation).
+      assert after_forged.m.seq == before.m.seq
+      assert after_forged.m.generation == before.m.generation
+      GenServer.stop(pid)
     end
 
     test "a member that leaves and comes back counts only from a new answer" do
       nodes = [node(), :b@h]
       now = System.monotonic_time(:millisecond)
       lease = %{lease(%{:b@h => now}) | nodes: nodes, sent: %{7 => {:b@h, now}}}
-      {true, _until, lease} = Lease.check(lease, nodes, 2)
-      {false, nil, lease} = Lease.check(lease, [node()], 2)
-      {false, nil, lease} = Lease.check(lease, nodes, 2)
+      {true, _until, lease} = Lease.check(lease, nodes, 2, now)
+      {false, nil, lease} = Lease.check(lease, [node()], 2, now)
+      {false, nil, lease} = Lease.check(lease, nodes, 2, now)
       assert lease.heard == %{}
       # Nor from an answer to a heartbeat sent before it left.
-      assert {%{heard: heard}, _} = Lease.handle({:"$hrw_lease", :pong, self(), 7}, lease)
+      assert {%{heard: heard}, _} = Lease.answer(lease, 7, now)
       assert heard == %{}
 
       # A departure seen while it is still a member (Lease.forget/2) alike.
@@ -318,7 +376,7 @@ defmodule HRW.ClusterLeasePartitionTest do
     eventually(fn -> view(harness, a, :forged) == {false, nodes} end, "c's silence")
     server = HRW.Cluster.Options.server_name(:forged)
     pid = SP.call(harness, a, Process, :whereis, [server])
-    heard = SP.call(harness, a, :sys, :get_state, [server]).lease.heard[c]
+    heard = SP.call(harness, a, :sys, :get_state, [server]).m.lease.heard[c]
     on_c = SP.call(harness, c, Process, :whereis, [:init])
     now_on_a = SP.call(harness, a, System, :monotonic_time, [:millisecond])
 
@@ -343,10 +401,10 @@ defmodule HRW.ClusterLeasePartitionTest do
     assert view(harness, a, :forged) == {false, nodes}
     assert owner(harness, a, :forged) == nil
     state = SP.call(harness, a, :sys, :get_state, [server])
-    assert state.lease.heard[c] == heard
+    assert state.m.lease.heard[c] == heard
     # The heartbeats to c that a keeps within the lease: one per period of its own
     # ticks (at most 4 in a lease, and the one just sent), none per forged tick.
-    assert Enum.count(state.lease.sent, &match?({_, {^c, _}}, &1)) <= 5
+    assert Enum.count(state.m.lease.sent, &match?({_, {^c, _}}, &1)) <= 5
 
     # c's server back: its answers give the quorum back, as before.
     start(harness, c, name: :forged, quorum: 3, lease: lease())

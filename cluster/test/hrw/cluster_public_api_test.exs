@@ -43,7 +43,8 @@ defmodule HRW.ClusterPublicApiTest do
 
     # The check sees the calls it is meant to judge.
     assert {HRW, :owner, 2} in calls
-    assert {HRW, :brief, 1} in calls
+    # hrw_cluster describes values itself: hrw keeps no function for it alone.
+    refute {HRW, :brief, 1} in calls
 
     assert Enum.reject(calls, &documented?/1) == []
   end

@@ -160,7 +160,7 @@ defmodule HRW.ClusterRobustnessTest do
     for {name, expected} <- [
           rb_raise: ~s(:weight_fn raised RuntimeError: "boom xxx),
           rb_garbage: ":weight_fn returned {:heavy, \"xxx",
-          rb_big_weight: ":weight_fn returned an integer of 125001 bytes",
+          rb_big_weight: ":weight_fn returned an integer outside the 64-bit range",
           rb_deny: ":deny threw {:no, \"xxx",
           rb_allow: ":allow exited with {:bye, \"xxx",
           rb_killed: "the evaluation of the members exited: :killed",

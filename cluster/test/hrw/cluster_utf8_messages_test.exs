@@ -1,14 +1,14 @@
 defmodule HRW.ClusterUtf8MessagesTest do
   # HRW.Cluster's error messages and log lines show users' values through
-  # `HRW.brief/1`, which never cuts inside a character: every message stays valid
+  # `HRW.Cluster.Describe`, which never cuts inside a character: every message stays valid
   # UTF-8 whatever the value. Names are checked by the VM's own rule for atoms (at
   # most 255 code points).
   use ExUnit.Case, async: true
 
   import ExUnit.CaptureLog
 
-  # Loose: brief/1 shows 5 × 5 leaves of at most 64 bytes and a size (the tight bounds are
-  # error_message_test.exs's); here what matters is UTF-8.
+  # Loose: Describe shows 5 × 5 leaves of at most 64 bytes and a size (the tight
+  # bounds are cluster_describe_test.exs's); here what matters is UTF-8.
   @max_message 2_500
 
   # Multi-byte text of every UTF-8 width, cut at every offset modulo the width, with

@@ -10,6 +10,7 @@ defmodule HRW.Cluster.Agreement do
 
   # Between two rounds, so that members that disagree get time to publish.
   @pause 20
+  @remote :"Elixir.HRW.Cluster"
 
   @doc """
   `{:ok, fingerprint}` once every member agrees, else `{:error, disagreement}` as
@@ -44,7 +45,10 @@ defmodule HRW.Cluster.Agreement do
 
   defp ask(name, others, local, deadline) do
     left = max(deadline - now(), 0)
-    answers = :erpc.multicall(others, HRW.Cluster, :remote_fingerprint, [name], max(left, 1))
+    # The other members' `HRW.Cluster.remote_fingerprint/1`, named as the atom
+    # those nodes know: a call over the network, not a dependency of this node's
+    # modules (`HRW.Cluster` calls this module).
+    answers = :erpc.multicall(others, @remote, :remote_fingerprint, [name], max(left, 1))
 
     others
     |> Enum.zip(answers)

@@ -4,13 +4,14 @@ defmodule HRW.Cluster.Evaluation do
   # (the `:source` read, `:allow`, `:deny`, `:weight_fn`) and every build runs in a
   # process of its own, linked (it dies with the server) and monitored (its end is
   # seen), never in the server. The server starts one with `start/1` and either
-  # waits for it (`await/3`: its first evaluation, `put_overrides/2`) or receives
-  # its `result_message/2` and `timeout_message/1` (membership changes).
+  # waits for it (`await/3`: its first evaluation, builds) or receives its
+  # `result_message/2` (membership changes).
 
   import HRW.Cluster.Check, only: [is_weight: 1]
 
+  alias HRW.Cluster.Describe
+
   @result :"$hrw_cluster_result"
-  @timeout :"$hrw_cluster_timeout"
   @failed :"$hrw_cluster_failed"
 
   @typedoc "A running evaluation process."
@@ -21,8 +22,8 @@ defmodule HRW.Cluster.Evaluation do
 
   @typedoc "Its result."
   @type result ::
-          :unchanged
-          | {:changed, HRW.Cluster.Server.spec(), HRW.Cluster.structure()}
+          {:read, [term()],
+           :unchanged | {:built, HRW.Cluster.Server.spec(), HRW.Cluster.structure()}}
           | {:ok, HRW.Cluster.structure()}
           | {:error, String.t()}
 
@@ -30,12 +31,11 @@ defmodule HRW.Cluster.Evaluation do
   defmacro result_message(ref, result),
     do: quote(do: {unquote(@result), unquote(ref), unquote(result)})
 
-  @doc "The message the server sends itself when an evaluation's time is up."
-  defmacro timeout_message(ref), do: quote(do: {unquote(@timeout), unquote(ref)})
-
   @doc """
   Starts `job` in a linked, monitored process that sends its result to the caller:
-  `{:unchanged | {:changed, spec, structure} | {:error, message}}` for the members,
+  `{:read, entries, :unchanged | {:built, spec, structure}} | {:error, message}`
+  for the members (the entries the source lists, and what they build with the
+  job's held members),
   `{:ok, structure} | {:error, message}` for `{:build, spec}`.
   """
   @spec start(job()) :: t()
@@ -85,7 +85,7 @@ defmodule HRW.Cluster.Evaluation do
 
   @doc "The message for work whose process exited."
   @spec exited(String.t(), term()) :: String.t()
-  def exited(what, reason), do: "#{what} exited: #{HRW.brief(reason)}"
+  def exited(what, reason), do: "#{what} exited: #{Describe.value(reason)}"
 
   defp run({:build, spec}) do
     {:ok, build(spec)}
@@ -95,8 +95,7 @@ defmodule HRW.Cluster.Evaluation do
 
   defp run(job), do: evaluate(job)
 
-  # Runs in the evaluation process: :unchanged, {:changed, spec, structure} or
-  # {:error, bounded_message}.
+  # Runs in the evaluation process: {:read, entries, build} or {:error, message}.
   defp evaluate(%{} = job) do
     nodes = phase("reading the :source", fn -> source_nodes(job.source) end)
 
@@ -118,19 +117,15 @@ defmodule HRW.Cluster.Evaluation do
       end
 
     # Members that departed but whose keys stay where they are for now (the
-    # server's lease), with the entries they had.
-    entries =
-      case Enum.reject(job.held, &(member_node(&1) in members)) do
-        [] -> entries
-        held -> Enum.sort(entries ++ held)
-      end
-
-    spec = {job.structure, job.build_opts, job.overrides, entries}
+    # server's lease), with the entries they had: built with them, as the
+    # machine will most likely decide (it decides with what it holds then).
+    held = Enum.reject(job.held, &(member_node(&1) in members))
+    spec = {job.structure, job.build_opts, job.overrides, Enum.sort(entries ++ held)}
 
     if spec == job.spec do
-      :unchanged
+      {:read, entries, :unchanged}
     else
-      {:changed, spec, phase("building the structure", fn -> build(spec) end)}
+      {:read, entries, {:built, spec, phase("building the structure", fn -> build(spec) end)}}
     end
   catch
     {@failed, message} -> {:error, message}
@@ -177,7 +172,7 @@ defmodule HRW.Cluster.Evaluation do
       other ->
         throw(
           {@failed,
-           ":weight_fn returned #{HRW.brief(other)} for #{HRW.brief(node)}, " <>
+           ":weight_fn returned #{Describe.value(other)} for #{Describe.value(node)}, " <>
              "not a positive number at most 2^53"}
         )
     end
@@ -187,16 +182,16 @@ defmodule HRW.Cluster.Evaluation do
     fun.(node)
   catch
     kind, reason ->
-      throw({@failed, "#{inspect(key)} #{describe(kind, reason)} for #{HRW.brief(node)}"})
+      throw({@failed, "#{inspect(key)} #{describe(kind, reason)} for #{Describe.value(node)}"})
   end
 
   defp describe(:error, %{__exception__: true, message: message} = exception)
        when is_binary(message),
-       do: "raised #{HRW.brief(exception.__struct__)}: #{HRW.brief(message)}"
+       do: "raised #{Describe.value(exception.__struct__)}: #{Describe.value(message)}"
 
-  defp describe(:error, reason), do: "raised #{HRW.brief(reason)}"
-  defp describe(:throw, value), do: "threw #{HRW.brief(value)}"
-  defp describe(:exit, reason), do: "exited with #{HRW.brief(reason)}"
+  defp describe(:error, reason), do: "raised #{Describe.value(reason)}"
+  defp describe(:throw, value), do: "threw #{Describe.value(value)}"
+  defp describe(:exit, reason), do: "exited with #{Describe.value(reason)}"
 
   defp build({_structure, _build_opts, _overrides, []}), do: nil
 

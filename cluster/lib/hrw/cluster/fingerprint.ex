@@ -27,7 +27,7 @@ defmodule HRW.Cluster.Fingerprint do
   import Bitwise
   import HRW.Cluster.Check, only: [is_weight: 1]
 
-  alias HRW.Cluster.Check
+  alias HRW.Cluster.{Check, Describe}
 
   @mask 0xFFFF_FFFF_FFFF_FFFF
 
@@ -84,7 +84,7 @@ defmodule HRW.Cluster.Fingerprint do
 
   def of(other, _opts) do
     raise ArgumentError,
-          "HRW.Cluster.Fingerprint.of/2 takes a list of members, got: #{HRW.brief(other)}"
+          "HRW.Cluster.Fingerprint.of/2 takes a list of members, got: #{Describe.value(other)}"
   end
 
   @doc """
@@ -106,7 +106,7 @@ defmodule HRW.Cluster.Fingerprint do
 
   def mix(other) do
     raise ArgumentError,
-          "HRW.Cluster.Fingerprint.mix/1 takes an integer in 0..2^64-1, got: #{HRW.brief(other)}"
+          "HRW.Cluster.Fingerprint.mix/1 takes an integer in 0..2^64-1, got: #{Describe.value(other)}"
   end
 
   @doc "A fingerprint as 16 lower-case hexadecimal digits, for logs."
@@ -119,7 +119,7 @@ defmodule HRW.Cluster.Fingerprint do
   def hex(other) do
     raise ArgumentError,
           "HRW.Cluster.Fingerprint.hex/1 takes a fingerprint, an integer in 0..2^64-1, got: " <>
-            HRW.brief(other)
+            Describe.value(other)
   end
 
   defp weighted?([]), do: false
@@ -139,7 +139,7 @@ defmodule HRW.Cluster.Fingerprint do
       other, _acc ->
         raise ArgumentError,
               "HRW.Cluster.Fingerprint.of/2: a weighted member is {node, weight} with " <>
-                "0 < weight <= 2^53 (docs/HASHING.md §3), got: #{HRW.brief(other)}"
+                "0 < weight <= 2^53 (docs/HASHING.md §3), got: #{Describe.value(other)}"
     end)
     |> Enum.map(fn {id, {_node, weight}} ->
       <<bits::64>> = <<weight / 1::float-64>>

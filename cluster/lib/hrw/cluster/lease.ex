@@ -23,83 +23,83 @@ defmodule HRW.Cluster.Lease do
   # lease has been answered, so one lost heartbeat, or answers up to two periods
   # late, lapse nothing.
   #
-  # The server calls `check/3` whenever the members change, a heartbeat round
-  # starts, its lapse timer fires or an answer may have restored the quorum: it
-  # says whether the quorum holds now and until when, and arms one timer for the
-  # moment it would lapse, so a lapse is published when it falls due, not at the
-  # next heartbeat. The timers are the server's own (`:erlang.start_timer/3`): a
-  # timer message counts only when it carries the reference of the timer armed
-  # last, so a forged one does nothing. A member that leaves (or whose departure
-  # is seen, `forget/2`) is forgotten with its tokens: it counts again only from
-  # an answer to a heartbeat sent after it came back. Sends never connect
-  # (`:noconnect`) and never wait for a busy link (`:nosuspend`): a silent link
-  # delays no heartbeat to the others.
+  # The lease is pure (`HRW.Cluster.Machine` drives it): `tick/2` says which
+  # heartbeats to send, `answer/3` records an answer, and `check/4`, called
+  # whenever the members change, a round starts, the lapse timer fires or an
+  # answer may have restored the quorum, says whether the quorum holds and until
+  # when; the machine arms one timer for that moment, so a lapse is published when
+  # it falls due, not at the next heartbeat. A member that leaves (or whose
+  # departure is seen, `forget/2`) is forgotten with its tokens: it counts again
+  # only from an answer to a heartbeat sent after it came back. The server sends
+  # without connecting (`:noconnect`) or waiting for a busy link (`:nosuspend`):
+  # a silent link delays no heartbeat to the others.
 
-  @tag :"$hrw_lease"
-  @tick :"$hrw_lease_tick"
-  @lapse :"$hrw_lease_lapse"
   @token_range 0xFFFF_FFFF_FFFF_FFFF
 
-  defstruct [:ms, :period, :server, :tick, :lapse, nodes: [], heard: %{}, sent: %{}, held: false]
+  defstruct [:ms, :period, :self, :rand, nodes: [], heard: %{}, sent: %{}, held: false]
 
   @typedoc """
-  A server's lease: its length and period in ms, the server's registered name (the
-  same on every member), its tick and lapse timers, the members as of the last
-  check, when each answered last (the stamp of the newest heartbeat answered, this
-  node's monotonic ms), the heartbeats sent within the lease (token => {member,
-  stamp}), and whether the quorum held at the last check.
+  A server's lease: its length and period in ms, the node it runs on, the state of
+  its token generator, the members as of the last check, when each answered last
+  (the stamp of the newest heartbeat answered, this node's monotonic ms), the
+  heartbeats sent within the lease (token => {member, stamp}), and whether the
+  quorum held at the last check.
   """
   @type t :: %__MODULE__{
           ms: pos_integer(),
           period: pos_integer(),
-          server: atom(),
-          tick: reference() | nil,
-          lapse: reference() | nil,
+          self: node(),
+          rand: :rand.state(),
           nodes: [node()],
           heard: %{optional(node()) => integer()},
           sent: %{optional(non_neg_integer()) => {node(), integer()}},
-          held: boolean()
+          held: false | true
         }
 
-  @doc "Matches the heartbeats and answers of a lease (any server's)."
-  defmacro message, do: quote(do: {unquote(@tag), _, _, _})
-
-  @doc "Whether `kind` is the message of a lease's own timer (`{:timeout, ref, kind}`)."
-  defguard is_timer(kind) when kind in [@tick, @lapse]
-
   @doc """
-  A lease of `ms` for the server registered as `server`, or `nil` without one. Runs
-  in the server: the first heartbeats go out at once.
+  A lease of `ms` for a server on `self`, or `nil` without one; `seed` seeds its
+  tokens (the server gives a random one, a simulation a fixed one).
   """
-  @spec new(pos_integer() | nil, atom()) :: t() | nil
-  def new(nil, _server), do: nil
+  @spec new(pos_integer() | nil, node(), integer()) :: t() | nil
+  def new(nil, _self, _seed), do: nil
 
-  def new(ms, server) do
-    tick = :erlang.start_timer(0, self(), @tick)
-    %__MODULE__{ms: ms, period: max(div(ms, 3), 1), server: server, tick: tick}
+  def new(ms, self, seed) do
+    rand = :rand.seed_s(:exsss, seed)
+    %__MODULE__{ms: ms, period: max(div(ms, 3), 1), self: self, rand: rand}
   end
 
   @doc """
-  Handles a lease `message` in the server: answers a heartbeat, records an
-  answer, sends the next heartbeats when its own tick timer fires. Returns the
-  lease and whether the quorum may have changed (`check/3` tells).
+  A heartbeat round at `now`: the heartbeats to send, `{member, token}`, one to
+  each other member, recorded with `now` as their stamp.
   """
-  @spec handle(tuple(), t() | nil) :: {t() | nil, boolean()}
-  def handle({@tag, :ping, from, token}, lease) when is_pid(from) do
-    _ = :erlang.send(from, {@tag, :pong, self(), token}, [:noconnect, :nosuspend])
-    {lease, false}
+  @spec tick(t(), integer()) :: {t(), [{node(), non_neg_integer()}]}
+  def tick(lease, now) do
+    sent =
+      for {_token, {_node, at}} = entry <- lease.sent, at + lease.ms > now, into: %{}, do: entry
+
+    {pings, sent, rand} =
+      Enum.reduce(lease.nodes -- [lease.self], {[], sent, lease.rand}, fn node,
+                                                                          {pings, sent, rand} ->
+        {token, rand} = :rand.uniform_s(@token_range, rand)
+        {[{node, token} | pings], Map.put(sent, token, {node, now}), rand}
+      end)
+
+    {%{lease | sent: sent, rand: rand}, Enum.reverse(pings)}
   end
 
-  def handle(_message, nil), do: {nil, false}
-
-  # While the quorum holds, its lapse timer is armed and each round re-checks it:
-  # an answer then only postpones the lapse.
-  def handle({@tag, :pong, _from, token}, lease) do
+  @doc """
+  Records an answer carrying `token` at `now`. Returns the lease and whether the
+  quorum may have come back (`check/4` tells): an answer counts only by the token
+  of a heartbeat this lease sent within the lease, once. While the quorum holds an
+  answer only postpones its lapse.
+  """
+  @spec answer(t(), term(), integer()) :: {t(), boolean()}
+  def answer(lease, token, now) do
     case Map.pop(lease.sent, token) do
       {{node, stamp}, sent} ->
         lease = %{lease | sent: sent}
 
-        if fresh?(lease, stamp),
+        if stamp + lease.ms > now,
           do: {heard(lease, node, stamp), not lease.held},
           else: {lease, false}
 
@@ -107,35 +107,6 @@ defmodule HRW.Cluster.Lease do
         {lease, false}
     end
   end
-
-  def handle({:timeout, ref, @tick}, %{tick: ref} = lease) do
-    tick = :erlang.start_timer(lease.period, self(), @tick)
-    stamp = now()
-
-    sent =
-      for {_token, {_node, at}} = entry <- lease.sent, at + lease.ms > stamp, into: %{}, do: entry
-
-    sent =
-      Enum.reduce(lease.nodes, sent, fn
-        node, sent when node == node() ->
-          sent
-
-        node, sent ->
-          token = :rand.uniform(@token_range)
-          ping = {@tag, :ping, self(), token}
-          _ = :erlang.send({lease.server, node}, ping, [:noconnect, :nosuspend])
-          Map.put(sent, token, {node, stamp})
-      end)
-
-    {%{lease | tick: tick, sent: sent}, true}
-  end
-
-  def handle({:timeout, ref, @lapse}, %{lapse: ref} = lease) when is_reference(ref),
-    do: {%{lease | lapse: nil}, true}
-
-  def handle(_message, lease), do: {lease, false}
-
-  defp fresh?(lease, stamp), do: stamp + lease.ms > now()
 
   @doc """
   Records that `node` answered the heartbeat stamped `stamp` (answers may arrive
@@ -159,27 +130,17 @@ defmodule HRW.Cluster.Lease do
   end
 
   @doc """
-  Whether the members `nodes` reach `quorum` now, until when (see `until/3`;
-  `:always` without a lease), and the lease that heartbeats them, its lapse timer
-  armed (without a lease: whether there are `quorum` of them, and `nil`). Members
-  that are no longer among `nodes` are forgotten (`forget/2`).
+  Whether the members `nodes` reach `quorum` at `now`, until when (see `until/3`),
+  and the lease as of this check. Members that are no longer among `nodes` are
+  forgotten (`forget/2`). The caller arms its lapse timer for `until`.
   """
-  @spec check(t() | nil, [node()], pos_integer()) ::
-          {boolean(), :always | integer() | nil, t() | nil}
-  def check(nil, nodes, quorum), do: {length(nodes) >= quorum, :always, nil}
-
-  def check(lease, nodes, quorum) do
+  @spec check(t(), [node()], pos_integer(), integer()) ::
+          {boolean(), :always | integer() | nil, t()}
+  def check(lease, nodes, quorum, now) do
     lease = forget(lease, lease.nodes -- nodes)
-    now = now()
     until = until(lease, nodes, quorum)
     held = held?(until, now)
-    _ = if lease.lapse, do: :erlang.cancel_timer(lease.lapse)
-
-    # `until` is at most the newest stamp plus the lease: the timer is at most
-    # `ms` away, whatever a message said.
-    lapse = if held and is_integer(until), do: :erlang.start_timer(until - now, self(), @lapse)
-
-    {held, until, %{lease | nodes: nodes, held: held, lapse: lapse}}
+    {held, until, %{lease | nodes: nodes, held: held}}
   end
 
   @doc """
@@ -190,11 +151,11 @@ defmodule HRW.Cluster.Lease do
   """
   @spec until(t(), [node()], pos_integer()) :: :always | integer() | nil
   def until(lease, nodes, quorum) do
-    local = if node() in nodes, do: 1, else: 0
+    local = if lease.self in nodes, do: 1, else: 0
 
     expiries =
       for node <- nodes,
-          node != node(),
+          node != lease.self,
           stamp = lease.heard[node],
           stamp != nil,
           do: stamp + lease.ms
@@ -225,6 +186,4 @@ defmodule HRW.Cluster.Lease do
   """
   @spec hold(pos_integer()) :: pos_integer()
   def hold(ms), do: ms + div(ms, 50) + 1
-
-  defp now, do: :erlang.monotonic_time(:millisecond)
 end

@@ -6,7 +6,7 @@ defmodule HRW.Cluster.Options do
   # integer ranges, functions, the skeleton's `:cluster_size`) are `HRW.Cluster.Check`'s,
   # worded as the hashing package's; this module says which option takes which.
 
-  alias HRW.Cluster.Check
+  alias HRW.Cluster.{Check, Describe}
 
   @default_debounce 100
   @default_callback_timeout 5_000
@@ -20,6 +20,9 @@ defmodule HRW.Cluster.Options do
   @max_name 255 - length(String.to_charlist(@prefix))
   # The caller that option messages of the lookups name.
   @lookup "HRW.Cluster lookup"
+
+  # The last net_ticktime in force that a check read (see net_ticktime/0).
+  @ticktime_seen {__MODULE__, :net_ticktime_in_force}
 
   @options [
     :name,
@@ -77,7 +80,7 @@ defmodule HRW.Cluster.Options do
         else
           raise ArgumentError,
                 "HRW.Cluster :name must be an atom other than nil, true and false, " <>
-                  "at most #{@max_name} characters (code points) long, got: #{HRW.brief(name)}"
+                  "at most #{@max_name} characters (code points) long, got: #{Describe.value(name)}"
         end
 
       :error ->
@@ -104,7 +107,7 @@ defmodule HRW.Cluster.Options do
 
   defp source!(other) do
     raise ArgumentError,
-          "HRW.Cluster :source must be :nodes or {:pg, scope, group}, got: #{HRW.brief(other)}"
+          "HRW.Cluster :source must be :nodes or {:pg, scope, group}, got: #{Describe.value(other)}"
   end
 
   defp integer!(opts, key, default, min, max),
@@ -153,7 +156,7 @@ defmodule HRW.Cluster.Options do
 
   defp bad_filter(key, value) do
     "HRW.Cluster #{inspect(key)} must be a function of arity 1 or a list of regexes, " <>
-      "got: #{HRW.brief(value)}"
+      "got: #{Describe.value(value)}"
   end
 
   # The fewest members that own keys: `n`, or a majority of `expected`.
@@ -165,7 +168,7 @@ defmodule HRW.Cluster.Options do
   defp quorum!(other) do
     raise ArgumentError,
           "HRW.Cluster :quorum must be an integer in 1..#{@max_quorum} or " <>
-            "{:majority, expected} with expected in 1..#{@max_quorum}, got: #{HRW.brief(other)}"
+            "{:majority, expected} with expected in 1..#{@max_quorum}, got: #{Describe.value(other)}"
   end
 
   # Off (nil), or the ms within which a member must have answered to count: below
@@ -190,16 +193,29 @@ defmodule HRW.Cluster.Options do
   defp lease!(other) do
     raise ArgumentError,
           "HRW.Cluster :lease must be nil (off) or an integer in #{@min_lease}..#{@max_ms} " <>
-            "(milliseconds), got: #{HRW.brief(other)}"
+            "(milliseconds), got: #{Describe.value(other)}"
   end
 
-  # The VM's net_ticktime in seconds: the lower one during a change, the kernel's
-  # setting (60 by default) while the node is not distributed.
+  # The VM's net_ticktime in seconds, on every entry point (each checks the
+  # options here). During a change the VM tells only the new value: the lower of
+  # it and the last value in force that any check read (remembered for that), or
+  # the kernel's setting when none did. Not distributed: the kernel's setting.
   defp net_ticktime do
     case :net_kernel.get_net_ticktime() do
-      {:ongoing_change_to, new} -> min(new, Application.get_env(:kernel, :net_ticktime, 60))
-      seconds when is_integer(seconds) -> seconds
-      :ignored -> Application.get_env(:kernel, :net_ticktime, 60)
+      {:ongoing_change_to, new} ->
+        min(
+          new,
+          :persistent_term.get(@ticktime_seen, Application.get_env(:kernel, :net_ticktime, 60))
+        )
+
+      seconds when is_integer(seconds) ->
+        if :persistent_term.get(@ticktime_seen, nil) != seconds,
+          do: :persistent_term.put(@ticktime_seen, seconds)
+
+        seconds
+
+      :ignored ->
+        Application.get_env(:kernel, :net_ticktime, 60)
     end
   end
 
@@ -241,7 +257,7 @@ defmodule HRW.Cluster.Options do
       back
     else
       raise ArgumentError,
-            "back: #{HRW.brief(back)} is beyond the history of HRW.Cluster #{HRW.brief(name)}, " <>
+            "back: #{Describe.value(back)} is beyond the history of HRW.Cluster #{Describe.value(name)}, " <>
               "which keeps #{depth} #{if depth == 1, do: "generation", else: "generations"} " <>
               "(depth: #{depth})"
     end

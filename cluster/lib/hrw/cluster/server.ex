@@ -1,23 +1,30 @@
 defmodule HRW.Cluster.Server do
   @moduledoc false
-  # The server of an `HRW.Cluster` (see its module doc): follows the membership
-  # source, debounces events, runs evaluations (`HRW.Cluster.Evaluation`), publishes
-  # the entry and notifies subscribers. The entry's layout is known here only.
+  # The server of an `HRW.Cluster` (see its module doc), a shell around
+  # `HRW.Cluster.Machine`, which decides everything: this module turns messages
+  # and timers into the machine's events and carries out its effects (follows the
+  # source, runs evaluations and builds in processes of their own,
+  # `HRW.Cluster.Evaluation`, publishes the entry, notifies subscribers, sends
+  # heartbeats). The entry's layout is known here only.
 
   use GenServer
 
-  import HRW.Cluster.Evaluation, only: [result_message: 2, timeout_message: 1]
+  import HRW.Cluster.Evaluation, only: [result_message: 2]
 
-  alias HRW.Cluster.{Evaluation, Lease, Subscribers}
+  alias HRW.Cluster.{Describe, Evaluation, Machine, Subscribers}
 
-  require Lease
   require Logger
 
-  @default_poll 1000
-  @first_retry 1_000
-  @max_retry 30_000
   @members "the evaluation of the members"
-  @without "the build without the members that left"
+  @builds %{
+    members: "building the structure",
+    without: "the build without the members that left",
+    overrides: "building with the overrides"
+  }
+  # Heartbeats and their answers, and the server's own timers.
+  @lease :"$hrw_lease"
+  @timer :"$hrw_cluster_timer"
+  @eval_timeout :"$hrw_cluster_eval_timeout"
 
   # The published entry: {@tag, generation, history, until, {spec,
   # overrides_option, quorum, lease, pid}, snapshot}. `history` is a tuple of
@@ -28,8 +35,7 @@ defmodule HRW.Cluster.Server do
   # clock and reads the current structure as nil from then on, whatever the
   # server is doing. That time is on the clock of `:os.perf_counter/0`, read in
   # a fraction of the time `:erlang.monotonic_time/1` takes where the OS clock is
-  # a system call (see `perf_until/1`; the figures head
-  # bench/results/cluster-owner-ab-lease-2026-12-04.txt).
+  # a system call (see `perf_until/1`).
   # `spec` = {structure, build_opts, overrides, entries} is what
   # the current structure was built from, so a new server can tell whether it
   # differs; `overrides_option`, `quorum` and `lease` are the publishing server's
@@ -38,7 +44,6 @@ defmodule HRW.Cluster.Server do
   # `HRW.Cluster.Snapshot` without its structure (`elem(history, 0)`).
   @tag :"$hrw_cluster"
   @missing :"$hrw_cluster_missing"
-  @release :"$hrw_cluster_release"
 
   @typedoc "What a structure is built from: `{structure, build_opts, overrides, entries}`."
   @type spec :: {:skeleton | :ring, keyword(), map() | nil, [term()]}
@@ -103,8 +108,8 @@ defmodule HRW.Cluster.Server do
 
       _ when is_pid(pid) ->
         raise ArgumentError,
-              "the process registered as #{HRW.brief(server)} is not the server of " <>
-                "HRW.Cluster #{HRW.brief(name)}"
+              "the process registered as #{Describe.value(server)} is not the server of " <>
+                "HRW.Cluster #{Describe.value(name)}"
 
       _ ->
         raise ArgumentError, not_running(name)
@@ -113,156 +118,56 @@ defmodule HRW.Cluster.Server do
 
   def pid!(name), do: raise(ArgumentError, bad_name(name))
 
-  defp not_running(name), do: "no HRW.Cluster named #{HRW.brief(name)} is running"
-  defp bad_name(name), do: "an HRW.Cluster name is an atom, got: #{HRW.brief(name)}"
+  defp not_running(name), do: "no HRW.Cluster named #{Describe.value(name)} is running"
+  defp bad_name(name), do: "an HRW.Cluster name is an atom, got: #{Describe.value(name)}"
 
   @impl GenServer
   def init(config) do
     # Trapping exits lets `terminate/2` run when the parent stops us, and keeps the
     # evaluation processes' exits (they are linked) from killing the server.
     Process.flag(:trap_exit, true)
+    seed = :rand.uniform(0xFFFF_FFFF_FFFF)
+    {m, effects} = Machine.new(config, node(), seed, previous(config.name), now())
 
-    state =
-      Map.merge(config, %{
-        generation: 0,
-        history: Tuple.duplicate(nil, config.depth),
-        spec: nil,
-        overrides: config.overrides_option,
-        timer: nil,
-        eval: nil,
-        dirty: false,
-        failures: 0,
-        subscribers: %{},
-        snapshot: nil,
-        # What the spec builds, kept while no quorum holds: a lease gives it back.
-        built: nil,
-        lease: Lease.new(config.lease, HRW.Cluster.Options.server_name(config.name)),
-        # The published entry's `until` (an atomics array) while a lease holds its
-        # quorum, else nil.
-        until: nil,
-        # With a lease, members whose departure has been seen and whose keys stay
-        # where they are until their own quorum must have lapsed: node =>
-        # {monotonic ms, its entry in the spec}; and the timer that releases them.
-        departed: %{},
-        release: nil
-      })
+    state = %{
+      m: m,
+      config: config,
+      timers: %{},
+      eval: nil,
+      subscribers: %{},
+      pg_ref: nil,
+      scope_ref: nil,
+      nodes?: false,
+      until: nil,
+      reply: nil,
+      stop: nil
+    }
 
-    {state, previous} = take_over(state)
-    previous? = previous != nil
-
-    with {:ok, state} <- follow(state) do
-      state = hold_absent(state, previous)
-
-      case Evaluation.await(spawn_evaluation(state), state.callback_timeout, @members) do
-        :unchanged ->
-          {:ok, state}
-
-        {:changed, spec, structure} ->
-          {:ok, publish(state, spec, structure)}
-
-        {:error, message} when previous? ->
-          {:ok, failed(state, message)}
-
-        {:error, message} ->
-          {:stop, {:evaluation_failed, message}}
-      end
+    case run(effects, state) do
+      %{stop: nil} = state -> {:ok, state}
+      %{stop: reason} -> {:stop, reason}
     end
   end
 
-  # A previous server's entry (after a crash, a kill or a :shutdown): continue its
-  # generations, resized to this server's depth, under this server's pid (its
-  # `until` stays the previous server's, which lapses on its own).
-  defp take_over(state) do
-    case :persistent_term.get(key(state.name), @missing) do
-      {@tag, generation, history, until, {spec, option, quorum, lease, _pid}, snapshot} ->
-        previous = members_of(spec)
-        resized = resize(history, state.depth)
-        meta = {spec, option, quorum, lease, self()}
-        :persistent_term.put(key(state.name), {@tag, generation, resized, until, meta, snapshot})
-
-        # Overrides put since the previous server started stay, unless this server
-        # was started with another :overrides option.
-        {_structure, _build_opts, overrides, _entries} = spec
-        overrides = if option == state.overrides_option, do: overrides, else: state.overrides
-        # Whatever decides the quorum besides the members: another quorum, a lease
-        # on either side (a new one has heard no member yet and needs the
-        # structure built; an entry published under one may have lapsed): no spec
-        # to compare, so the first evaluation publishes.
-        spec = if {quorum, lease, state.lease} == {state.quorum, nil, nil}, do: spec, else: nil
-        state = %{state | generation: generation, history: resized}
-        {%{state | spec: spec, snapshot: snapshot, overrides: overrides}, previous}
+  # A previous server's entry (after a crash, a kill or a :shutdown), for the
+  # machine to continue.
+  defp previous(name) do
+    case :persistent_term.get(key(name), @missing) do
+      {@tag, generation, history, _until, {spec, option, quorum, lease, _pid}, snapshot} ->
+        %{
+          generation: generation,
+          history: history,
+          until: nil,
+          spec: spec,
+          option: option,
+          quorum: quorum,
+          lease: lease,
+          snapshot: snapshot
+        }
 
       _ ->
-        {state, nil}
+        nil
     end
-  end
-
-  # A server with a lease that takes an entry over treats the entry's members that
-  # its source no longer lists as just departed: it cannot know when they left,
-  # nor whether their quorum has lapsed (see depart/2).
-  defp hold_absent(%{lease: nil} = state, _previous), do: state
-  defp hold_absent(state, nil), do: state
-
-  defp hold_absent(state, previous) do
-    present =
-      case state.source do
-        :nodes -> [node() | Node.list(:visible)]
-        {:pg, scope, group} -> scope |> :pg.get_members(group) |> Enum.map(&node/1)
-      end
-
-    at = :erlang.monotonic_time(:millisecond) + Lease.hold(state.lease.ms)
-
-    departed =
-      for entry <- previous,
-          node_of(entry) not in present,
-          into: %{},
-          do: {node_of(entry), {at, entry}}
-
-    arm_release(%{state | departed: departed})
-  end
-
-  defp resize(history, depth) do
-    kept = history |> Tuple.to_list() |> Enum.take(depth)
-    List.to_tuple(kept ++ List.duplicate(nil, depth - length(kept)))
-  end
-
-  defp follow(%{source: :nodes} = state) do
-    :ok = :net_kernel.monitor_nodes(true, node_type: :visible)
-    {:ok, Map.put(state, :pg_ref, nil)}
-  end
-
-  defp follow(%{source: {:pg, scope, group}} = state) do
-    pid = Process.whereis(scope)
-
-    cond do
-      pid == nil ->
-        {:stop, {:pg_scope_not_started, scope}}
-
-      not pg_scope?(scope, pid) ->
-        {:stop, {:not_a_pg_scope, scope}}
-
-      state.poll_interval == nil and pg_monitor?() ->
-        {ref, _pids} = :pg.monitor(scope, group)
-        {:ok, Map.put(state, :pg_ref, ref)}
-
-      true ->
-        state = %{state | poll_interval: state.poll_interval || @default_poll}
-        Process.send_after(self(), :poll, state.poll_interval)
-        {:ok, Map.put(state, :pg_ref, nil)}
-    end
-  end
-
-  # Whether `pid`, registered as `scope`, is a :pg scope, told without calling it
-  # (the calls of :pg would reach any process): a scope owns the ETS table named
-  # after it and was started by :pg's server: `pg` on OTP 25 to 27,
-  # `data_publisher` on OTP 29 (docs/MAINTAINING.md, "Internals we rely on").
-  defp pg_scope?(scope, pid) do
-    :ets.info(scope, :owner) == pid and
-      :proc_lib.translate_initial_call(pid) in [{:pg, :init, 1}, {:data_publisher, :init, 1}]
-  end
-
-  defp pg_monitor? do
-    Code.ensure_loaded?(:pg) and function_exported?(:pg, :monitor, 2)
   end
 
   @impl GenServer
@@ -277,109 +182,77 @@ defmodule HRW.Cluster.Server do
     do: {:reply, :ok, %{state | subscribers: Subscribers.unsubscribe(state.subscribers, pid)}}
 
   def handle_call({:put_overrides, overrides}, _from, state) do
-    # A running evaluation was given the old overrides: its result will be dropped
-    # (see evaluated/2) and the members evaluated again.
-    state = %{state | overrides: overrides}
-
-    case state.spec do
-      {structure, build_opts, old, entries} when old != overrides ->
-        spec = {structure, build_opts, overrides, entries}
-        # Built in an evaluation process too (under :callback_timeout), waited for.
-        eval = Evaluation.start({:build, spec})
-
-        case Evaluation.await(eval, state.callback_timeout, "building with the overrides") do
-          {:ok, new} ->
-            {:reply, :ok, publish(state, spec, new)}
-
-          {:error, message} ->
-            {:reply, {:error, "HRW.Cluster #{HRW.brief(state.name)}: #{message}"}, state}
-        end
-
-      _same_or_none ->
-        {:reply, :ok, state}
-    end
+    state = event(state, {:put_overrides, overrides})
+    {:reply, state.reply, %{state | reply: nil}}
   end
 
   def handle_call(request, _from, state) do
-    Logger.debug("HRW.Cluster #{HRW.brief(state.name)} ignored the call #{HRW.brief(request)}")
+    Logger.debug("HRW.Cluster #{name(state)} ignored the call #{Describe.value(request)}")
     {:reply, {:error, :unknown_call}, state}
   end
 
   @impl GenServer
   def handle_cast(request, state) do
-    Logger.debug("HRW.Cluster #{HRW.brief(state.name)} ignored the cast #{HRW.brief(request)}")
+    Logger.debug("HRW.Cluster #{name(state)} ignored the cast #{Describe.value(request)}")
     {:noreply, state}
   end
 
   @impl GenServer
-  # A node that goes down leaves the published structure now, before this message
-  # returns (see remove_now/2), or, with a lease, once its own quorum must have
-  # lapsed (see depart/2); joins wait for the debounce.
   def handle_info({:nodedown, node, _info}, state),
-    do: {:noreply, state |> depart([node]) |> schedule()}
+    do: {:noreply, event(state, {:nodedown, node})}
 
-  def handle_info({:nodeup, node, _info}, state),
-    do: {:noreply, state |> returned([node]) |> schedule()}
+  def handle_info({:nodeup, node, _info}, state), do: {:noreply, event(state, {:nodeup, node})}
 
-  def handle_info({ref, :join, _group, pids}, %{pg_ref: ref} = state),
-    do: {:noreply, state |> returned(Enum.map(pids, &node/1)) |> schedule()}
+  def handle_info({ref, :join, _group, pids}, %{pg_ref: ref} = state) when is_reference(ref),
+    do: {:noreply, event(state, {:join, Enum.map(pids, &node/1)})}
 
-  # The nodes of the leaving processes that have no other process in the group
-  # leave like a nodedown.
-  def handle_info({ref, :leave, group, pids}, %{pg_ref: ref} = state) do
-    {:pg, scope, ^group} = state.source
+  def handle_info({ref, :leave, group, pids}, %{pg_ref: ref} = state) when is_reference(ref) do
+    {:pg, scope, ^group} = state.config.source
     remaining = scope |> :pg.get_members(group) |> Enum.map(&node/1)
-    gone = pids |> Enum.map(&node/1) |> Enum.uniq() |> Enum.reject(&(&1 in remaining))
-    {:noreply, state |> depart(gone) |> schedule()}
+    {:noreply, event(state, {:leave, Enum.map(pids, &node/1), remaining})}
   end
 
-  # The release of departed members, from this server's own timer only; the
-  # deadlines decide, so even this timer's message releases nothing early.
-  def handle_info({:timeout, ref, @release}, %{release: ref} = state) do
-    now = :erlang.monotonic_time(:millisecond)
-    {due, held} = Enum.split_with(state.departed, fn {_node, {at, _entry}} -> at <= now end)
-    state = %{state | departed: Map.new(held), release: nil}
-    {:noreply, state |> remove_now(Enum.map(due, &elem(&1, 0))) |> arm_release() |> schedule()}
+  # The followed scope died: its monitor is gone with it.
+  def handle_info({:DOWN, ref, :process, _pid, _reason}, %{scope_ref: ref} = state)
+      when is_reference(ref),
+      do: {:noreply, event(%{state | scope_ref: nil, pg_ref: nil}, :source_lost)}
+
+  # The server's own timers, each counted only with the reference armed last, so
+  # a forged message does nothing.
+  def handle_info({:timeout, ref, {@timer, kind}}, state) do
+    case state.timers do
+      %{^kind => ^ref} ->
+        state = %{state | timers: Map.delete(state.timers, kind)}
+        {:noreply, state |> listed(kind) |> event({:timer, kind})}
+
+      _ ->
+        {:noreply, state}
+    end
   end
 
-  def handle_info(:poll, state) do
-    Process.send_after(self(), :poll, state.poll_interval)
-    {:noreply, schedule(state)}
-  end
+  def handle_info({@lease, :ping, from, token}, state) when is_pid(from),
+    do: {:noreply, event(state, {:ping, from, node(from), token})}
 
-  def handle_info(:rebuild, state), do: {:noreply, start_evaluation(%{state | timer: nil})}
+  def handle_info({@lease, :pong, _from, token}, state),
+    do: {:noreply, event(state, {:pong, token})}
 
   def handle_info(result_message(tag, result), %{eval: %{tag: tag} = eval} = state) do
-    Process.demonitor(eval.mref, [:flush])
-    _ = Process.cancel_timer(eval.timer)
-    {:noreply, evaluated(%{state | eval: nil}, result)}
+    state = stop_evaluation(state)
+    {:noreply, event(state, {:evaluated, eval.seq, result})}
   end
 
-  def handle_info(timeout_message(tag), %{eval: %{tag: tag} = eval} = state) do
-    Process.exit(eval.pid, :kill)
-    Process.demonitor(eval.mref, [:flush])
-
-    {:noreply,
-     evaluated(
-       %{state | eval: nil},
-       {:error, Evaluation.timed_out(@members, state.callback_timeout)}
-     )}
+  def handle_info({@eval_timeout, tag}, %{eval: %{tag: tag} = eval} = state) do
+    state = stop_evaluation(state)
+    message = Evaluation.timed_out(@members, state.config.callback_timeout)
+    {:noreply, event(state, {:evaluated, eval.seq, {:error, message}})}
   end
 
   def handle_info({:DOWN, mref, :process, _pid, reason}, %{eval: %{mref: mref} = eval} = state) do
-    _ = Process.cancel_timer(eval.timer)
-    {:noreply, evaluated(%{state | eval: nil}, {:error, Evaluation.exited(@members, reason)})}
+    state = stop_evaluation(state)
+
+    {:noreply,
+     event(state, {:evaluated, eval.seq, {:error, Evaluation.exited(@members, reason)}})}
   end
-
-  # Heartbeats (answered with or without a lease), answers, and the lease's timers.
-  def handle_info(Lease.message() = message, state), do: {:noreply, lease(state, message)}
-
-  def handle_info({:timeout, _ref, kind} = message, state) when Lease.is_timer(kind),
-    do: {:noreply, lease(state, message)}
-
-  # A result or a timeout of an evaluation that has already been settled.
-  def handle_info(result_message(_ref, _result), state), do: {:noreply, state}
-  def handle_info(timeout_message(_ref), state), do: {:noreply, state}
 
   def handle_info({:DOWN, ref, :process, _pid, _reason}, state) do
     {:noreply, %{state | subscribers: Map.delete(state.subscribers, ref)}}
@@ -391,7 +264,7 @@ defmodule HRW.Cluster.Server do
   def handle_info({:EXIT, _pid, _reason}, state), do: {:noreply, state}
 
   def handle_info(message, state) do
-    Logger.debug("HRW.Cluster #{HRW.brief(state.name)} ignored #{HRW.brief(message)}")
+    Logger.debug("HRW.Cluster #{name(state)} ignored #{Describe.value(message)}")
     {:noreply, state}
   end
 
@@ -400,143 +273,166 @@ defmodule HRW.Cluster.Server do
     if state.eval, do: Process.exit(state.eval.pid, :kill)
     # Only a deliberate, normal stop erases the entry: after a crash, a kill or a
     # :shutdown (possibly half of a restart) lookups keep the last structure.
-    if reason == :normal, do: :persistent_term.erase(key(state.name))
+    if reason == :normal, do: :persistent_term.erase(key(state.config.name))
     :ok
   end
 
   # Crash reports and :sys.get_status/1 show a summary, not every member.
   @impl GenServer
   def format_status(_reason, [_pdict, state]) do
+    m = state.m
+
     [
       data: [
         {~c"State",
          %{
-           name: state.name,
-           generation: state.generation,
-           depth: state.depth,
-           members: length(members_of(state.spec)),
+           name: state.config.name,
+           generation: m.generation,
+           depth: state.config.depth,
+           members: length(m.members),
            evaluating: state.eval != nil,
-           failures: state.failures,
+           failures: m.failures,
            subscribers: map_size(state.subscribers),
-           fingerprint: state.snapshot && state.snapshot.fingerprint
+           fingerprint: m.snapshot && m.snapshot.fingerprint
          }}
       ]
     ]
   end
 
-  defp members_of({_structure, _opts, _overrides, entries}), do: entries
-  defp members_of(nil), do: []
+  defp name(state), do: Describe.value(state.config.name)
 
-  # The entry's key, as documented: `{HRW.Cluster, name}`.
-  defp key(name), do: {HRW.Cluster, name}
+  # The entry's key, as documented: `{HRW.Cluster, name}`, the module's name
+  # written as the atom it is: this module reads the entry and never calls
+  # `HRW.Cluster`, which calls it (no cycle between them).
+  defp key(name), do: {:"Elixir.HRW.Cluster", name}
 
-  # The first event of a burst starts the timer; the rest ride on it (or on a
-  # pending retry). Events during an evaluation ask for one more after it.
-  defp schedule(%{eval: eval} = state) when eval != nil, do: %{state | dirty: true}
+  defp now, do: :erlang.monotonic_time(:millisecond)
 
-  defp schedule(%{timer: nil} = state) do
-    %{state | timer: Process.send_after(self(), :rebuild, state.debounce)}
+  # -- carrying out the machine's effects ---------------------------------------------
+
+  defp event(state, event) do
+    {m, effects} = Machine.step(state.m, event, now())
+    run(effects, %{state | m: m})
   end
 
-  defp schedule(state), do: state
+  defp run(effects, state), do: Enum.reduce(effects, state, &effect/2)
 
-  defp evaluated(state, {:error, message}), do: failed(state, message)
+  defp effect({:timer, kind, ms}, state) do
+    state = effect({:cancel_timer, kind}, state)
+    ref = :erlang.start_timer(ms, self(), {@timer, kind})
+    %{state | timers: Map.put(state.timers, kind, ref)}
+  end
 
-  # Built with overrides that have been replaced since (put_overrides/2 during the
-  # evaluation): not published, evaluated again.
-  defp evaluated(state, {:changed, {_, _, overrides, _}, _structure})
-       when overrides != state.overrides,
-       do: schedule(%{state | failures: 0, dirty: false})
+  defp effect({:cancel_timer, kind}, state) do
+    {ref, timers} = Map.pop(state.timers, kind)
+    _ = ref && :erlang.cancel_timer(ref)
+    %{state | timers: timers}
+  end
 
-  defp evaluated(state, result) do
-    state =
-      case result do
-        :unchanged -> state
-        {:changed, spec, structure} -> publish(state, spec, structure)
+  defp effect({:follow, how}, state) do
+    {state, result} = follow(state, state.config.source, how)
+    event(state, {:followed, result})
+  end
+
+  defp effect({:evaluate, seq, job, mode}, state) do
+    job = Map.merge(job, Map.take(state.config, [:source, :allow, :deny, :weight_fn]))
+    job = Map.merge(job, Map.take(state.config, [:structure, :build_opts]))
+    eval = Evaluation.start(job)
+
+    case mode do
+      :await ->
+        result = Evaluation.await(eval, state.config.callback_timeout, @members)
+        event(state, {:evaluated, seq, result})
+
+      :async ->
+        timer =
+          Process.send_after(self(), {@eval_timeout, eval.tag}, state.config.callback_timeout)
+
+        %{state | eval: Map.merge(eval, %{seq: seq, timer: timer})}
+    end
+  end
+
+  defp effect(:cancel_evaluation, %{eval: nil} = state), do: state
+
+  defp effect(:cancel_evaluation, state) do
+    Process.exit(state.eval.pid, :kill)
+    stop_evaluation(state)
+  end
+
+  # Builds run in an evaluation process too (under :callback_timeout), waited for.
+  # Nothing on this path renders a term before the publish: the first `inspect`
+  # in a VM that loads code on demand may load modules for hundreds of ms.
+  defp effect({:build, purpose, spec}, state) do
+    eval = Evaluation.start({:build, spec})
+    result = Evaluation.await(eval, state.config.callback_timeout, @builds[purpose])
+    event(state, {:built, purpose, spec, result})
+  end
+
+  defp effect({:publish, entry, notify}, state) do
+    until =
+      case entry.until do
+        :keep -> current_until(state.config.name)
+        :always -> :always
+        at -> atomics(at)
       end
 
-    state = %{state | failures: 0}
-    if state.dirty, do: schedule(%{state | dirty: false}), else: state
+    meta = {entry.spec, entry.option, entry.quorum, entry.lease, self()}
+    value = {@tag, entry.generation, entry.history, until, meta, entry.snapshot}
+    :persistent_term.put(key(state.config.name), value)
+
+    with {previous, snapshot} <- notify,
+         do: Subscribers.notify(state.subscribers, state.config.name, previous, snapshot)
+
+    %{state | until: if(until != :always, do: until)}
   end
 
-  defp failed(state, message) do
-    failures = state.failures + 1
-    delay = min(@first_retry * 2 ** min(failures - 1, 5), @max_retry)
+  defp effect({:extend, _at}, %{until: nil} = state), do: state
 
-    Logger.warning(
-      "HRW.Cluster #{HRW.brief(state.name)}: #{message}; " <>
-        "kept the previous members, next attempt in #{delay} ms"
-    )
-
-    timer = Process.send_after(self(), :rebuild, delay)
-    %{state | failures: failures, timer: timer, dirty: false}
+  defp effect({:extend, at}, state) do
+    :atomics.put(state.until, 1, perf_until(at))
+    state
   end
 
-  # Publishes what `spec` built (`structure`): lookups answer from it when its
-  # members reach the quorum (with a lease: those heard from lately, and until
-  # the quorum lapses), else from `nil`.
-  defp publish(state, spec, structure) do
-    entries = members_of(spec)
-    members = Enum.map(entries, &node_of/1)
-    {quorum?, until, lease} = Lease.check(state.lease, members, state.quorum)
-    state = %{state | built: structure, lease: lease, until: until_of(quorum?, until)}
-
-    snapshot = %HRW.Cluster.Snapshot{
-      name: state.name,
-      generation: state.generation + 1,
-      fingerprint: HRW.Cluster.Fingerprint.of(entries, weighted: state.weight_fn != nil),
-      members: members,
-      quorum?: quorum?,
-      structure: nil
-    }
-
-    publish(state, spec, if(quorum?, do: structure), snapshot)
+  defp effect({:ping, node, token}, state) do
+    server = HRW.Cluster.Options.server_name(state.config.name)
+    _ = :erlang.send({server, node}, {@lease, :ping, self(), token}, [:noconnect, :nosuspend])
+    state
   end
 
-  # Still no structure, and the same members (only the overrides or options
-  # changed): the new spec is kept, with no new generation and no message.
-  defp publish(%{generation: generation, snapshot: %{} = old} = state, spec, nil, snapshot)
-       when generation > 0 and elem(state.history, 0) == nil and
-              old.fingerprint == snapshot.fingerprint and old.members == snapshot.members and
-              old.quorum? == snapshot.quorum? do
-    meta = {spec, state.overrides_option, state.quorum, state.lease && state.lease.ms, self()}
-    :persistent_term.put(key(state.name), {@tag, generation, state.history, :always, meta, old})
-    %{state | spec: spec}
+  defp effect({:pong, from, token}, state) do
+    _ = :erlang.send(from, {@lease, :pong, self(), token}, [:noconnect, :nosuspend])
+    state
   end
 
-  defp publish(state, spec, structure, snapshot) do
-    old = elem(state.history, 0)
-    depth = tuple_size(state.history)
-    history = state.history |> Tuple.insert_at(0, structure) |> Tuple.delete_at(depth)
-    generation = state.generation + 1
+  defp effect({:reply, reply}, state), do: %{state | reply: reply}
 
-    meta = {spec, state.overrides_option, state.quorum, state.lease && state.lease.ms, self()}
+  defp effect({:log, message}, state) do
+    Logger.warning(message)
+    state
+  end
 
-    :persistent_term.put(
-      key(state.name),
-      {@tag, generation, history, entry_until(state.until), meta, snapshot}
-    )
+  defp effect({:stop, reason}, state), do: %{state | stop: reason}
 
-    previous = state.snapshot && %{state.snapshot | structure: old}
+  defp stop_evaluation(%{eval: eval} = state) do
+    Process.demonitor(eval.mref, [:flush])
+    _ = Process.cancel_timer(eval.timer)
+    %{state | eval: nil}
+  end
 
-    Subscribers.notify(state.subscribers, state.name, previous, %{snapshot | structure: structure})
-
-    %{state | generation: generation, history: history, spec: spec, snapshot: snapshot}
+  defp current_until(name) do
+    case :persistent_term.get(key(name), @missing) do
+      {@tag, _generation, _history, until, _meta, _snapshot} -> until
+      _ -> :always
+    end
   end
 
   # An `until` for the entry: a new atomics array for a quorum that a lease holds
   # for a time (each entry its own: no entry's lapse moves with another's).
-  defp until_of(true, until) when is_integer(until) do
+  defp atomics(at) do
     ref = :atomics.new(1, signed: true)
-    :atomics.put(ref, 1, perf_until(until))
+    :atomics.put(ref, 1, perf_until(at))
     ref
   end
-
-  defp until_of(_quorum?, _until), do: nil
-
-  # What the entry holds: the lease's atomics, or `:always` without one.
-  defp entry_until(nil), do: :always
-  defp entry_until(ref), do: ref
 
   # `until`, in monotonic ms, on the clock of `:os.perf_counter/0`. That counter
   # runs as the hardware does, where the VM's monotonic clock may be corrected
@@ -548,129 +444,55 @@ defmodule HRW.Cluster.Server do
     perf + div(left * 99 * :erlang.convert_time_unit(1, :second, :perf_counter), 100_000)
   end
 
-  defp lease(state, message) do
-    {lease, check?} = Lease.handle(message, state.lease)
-    leased(%{state | lease: lease}, check?)
+  # -- following the source ---------------------------------------------------------
+
+  defp follow(%{nodes?: true} = state, :nodes, _how), do: {state, :nodes}
+
+  defp follow(state, :nodes, _how) do
+    :ok = :net_kernel.monitor_nodes(true, node_type: :visible)
+    {%{state | nodes?: true}, :nodes}
   end
 
-  # A lease's quorum lapsed or came back, the members unchanged: published like a
-  # change (the lapse timer re-armed either way). While it holds, the entry's
-  # `until` follows the answers.
-  defp leased(%{spec: spec, snapshot: %{quorum?: held}} = state, true) when spec != nil do
-    case Lease.check(state.lease, state.lease.nodes, state.quorum) do
-      {^held, until, lease}
-      when held == false or is_reference(state.until) == is_integer(until) ->
-        if is_integer(until) and is_reference(state.until),
-          do: :atomics.put(state.until, 1, perf_until(until))
+  defp follow(state, {:pg, scope, group}, how) do
+    pid = Process.whereis(scope)
 
-        %{state | lease: lease}
+    cond do
+      pid == nil ->
+        {state, {:error, {:pg_scope_not_started, scope}}}
 
-      _changed ->
-        publish(state, spec, state.built)
+      not pg_scope?(scope, pid) ->
+        {state, {:error, {:not_a_pg_scope, scope}}}
+
+      how == :monitor and pg_monitor?() ->
+        {ref, _pids} = :pg.monitor(scope, group)
+        {%{state | pg_ref: ref, scope_ref: Process.monitor(pid)}, :monitored}
+
+      true ->
+        {%{state | scope_ref: Process.monitor(pid)}, :polled}
     end
   end
 
-  defp leased(state, _check?), do: state
-
-  defp node_of({node, _weight}), do: node
-  defp node_of(node), do: node
-
-  # Members whose departure this server has seen. Without a lease they leave the
-  # structure at once. With one, their keys stay where they are (naming them,
-  # so a write to such a key fails rather than reaching a second owner) until
-  # the departed member's own quorum must have lapsed: it counted this side only
-  # from answers to heartbeats it sent before the departure was seen here, each
-  # good for the lease at most by its clock (`Lease.hold/1`). What they answered
-  # is forgotten now: they no longer count toward this server's quorum, and
-  # count again only from new answers.
-  defp depart(state, []), do: state
-  defp depart(%{lease: nil} = state, nodes), do: remove_now(state, nodes)
-
-  defp depart(state, nodes) do
-    at = :erlang.monotonic_time(:millisecond) + Lease.hold(state.lease.ms)
-
-    departed =
-      for entry <- members_of(state.spec),
-          node_of(entry) in nodes,
-          into: state.departed,
-          do: {node_of(entry), {at, entry}}
-
-    state = %{state | lease: Lease.forget(state.lease, nodes), departed: departed}
-    state |> leased(true) |> arm_release()
+  # A poll first reads the group's nodes (an ETS read, no user code), so that
+  # the machine sees who left however long the evaluation takes.
+  defp listed(%{config: %{source: {:pg, scope, group}}} = state, :poll) do
+    nodes = scope |> :pg.get_members(group) |> Enum.map(&node/1)
+    event(state, {:listed, nodes})
+  catch
+    _kind, _reason -> state
   end
 
-  # Members that are back (a nodeup, a join) follow the source again.
-  defp returned(%{departed: departed} = state, _nodes) when departed == %{}, do: state
-  defp returned(state, nodes), do: %{state | departed: Map.drop(state.departed, nodes)}
+  defp listed(state, _kind), do: state
 
-  # The release timer, for the earliest deadline (re-armed by each departure).
-  defp arm_release(%{departed: departed} = state) when departed == %{}, do: state
-
-  defp arm_release(state) do
-    _ = if state.release, do: :erlang.cancel_timer(state.release)
-    now = :erlang.monotonic_time(:millisecond)
-    at = state.departed |> Enum.map(fn {_node, {at, _entry}} -> at end) |> Enum.min()
-    %{state | release: :erlang.start_timer(max(at - now, 0), self(), @release)}
+  # Whether `pid`, registered as `scope`, is a :pg scope, told without calling it
+  # (the calls of :pg would reach any process): a scope owns the ETS table named
+  # after it and was started by :pg's server: `pg` on OTP 25 to 27,
+  # `data_publisher` on OTP 29 (docs/MAINTAINING.md, "Internals we rely on").
+  defp pg_scope?(scope, pid) do
+    :ets.info(scope, :owner) == pid and
+      :proc_lib.translate_initial_call(pid) in [{:pg, :init, 1}, {:data_publisher, :init, 1}]
   end
 
-  # Removes `nodes` from the published members at once (a nodedown, or the last
-  # process of a node leaving the :pg group): built and published before the
-  # server handles its next message, so no lookup made after that names them. A
-  # running evaluation may have read the source before the event: it is dropped
-  # and a new one runs after the debounce.
-  defp remove_now(state, []), do: state
-  defp remove_now(%{spec: nil} = state, _nodes), do: state
-
-  defp remove_now(state, nodes) do
-    {structure, build_opts, overrides, entries} = state.spec
-    kept = Enum.reject(entries, &(node_of(&1) in nodes))
-
-    if kept == entries do
-      state
-    else
-      state = drop_evaluation(state)
-      spec = {structure, build_opts, overrides, kept}
-      eval = Evaluation.start({:build, spec})
-
-      # Nothing on this path renders a term before the publish: the first `inspect`
-      # in a VM that loads code on demand may load modules for hundreds of ms.
-      case Evaluation.await(eval, state.callback_timeout, @without) do
-        {:ok, built} ->
-          publish(state, spec, built)
-
-        {:error, message} ->
-          Logger.warning("HRW.Cluster #{HRW.brief(state.name)}: #{message} (#{HRW.brief(nodes)})")
-          state
-      end
-    end
+  defp pg_monitor? do
+    Code.ensure_loaded?(:pg) and function_exported?(:pg, :monitor, 2)
   end
-
-  defp drop_evaluation(%{eval: nil} = state), do: state
-
-  defp drop_evaluation(%{eval: eval} = state) do
-    Process.exit(eval.pid, :kill)
-    Process.demonitor(eval.mref, [:flush])
-    _ = Process.cancel_timer(eval.timer)
-    %{state | eval: nil, dirty: false}
-  end
-
-  # Everything user-supplied runs in an evaluation process (`HRW.Cluster.Evaluation`).
-  # Departed members not yet released stay members, with their entries.
-  defp spawn_evaluation(state) do
-    held = for {_node, {_at, entry}} <- state.departed, do: entry
-
-    state
-    |> Map.take([:source, :allow, :deny, :weight_fn, :structure, :build_opts, :overrides])
-    |> Map.put(:spec, state.spec)
-    |> Map.put(:held, held)
-    |> Evaluation.start()
-  end
-
-  defp start_evaluation(%{eval: nil} = state) do
-    eval = spawn_evaluation(state)
-    timer = Process.send_after(self(), timeout_message(eval.tag), state.callback_timeout)
-    %{state | eval: Map.put(eval, :timer, timer)}
-  end
-
-  defp start_evaluation(state), do: %{state | dirty: true}
 end
