@@ -271,7 +271,8 @@ defmodule ShardedStore do
         case HRW.owners(key, snapshot.structure, 2) do
           [_, _] = owners ->
             request = {:write, key, version, value, snapshot.fingerprint}
-            outcome(Replica.call_all(owners, request, 5_000), snapshot.fingerprint)
+            replies = Replica.call_all(owners, request, 5_000)
+            write_outcome(replies, snapshot.fingerprint, HRW.Cluster.fingerprint(@cluster))
 
           _ ->
             {:error, :too_few_replicas}
@@ -294,7 +295,10 @@ defmodule ShardedStore do
 
   # A refusal on the merits (stale, conflict) is reported even when the other
   # owner took the write: retrying would not change it. Values compare exactly.
-  defp outcome(replies, fingerprint) do
+  # `published`: this node's fingerprint once the replies are in. Public for the
+  # test suite's simulator, which decides with the same code.
+  @doc false
+  def write_outcome(replies, fingerprint, published) do
     stale = for {:error, {:stale, version}} <- replies, do: version
     conflicts = for {:error, {:conflict, value}} <- replies, do: value
 
@@ -305,7 +309,7 @@ defmodule ShardedStore do
       not Enum.all?(replies, &(&1 === :ok)) -> {:error, {:not_acknowledged, replies}}
       # A write that straddles a change of this node's view (a cut link, a node
       # down) may be kept, but is not promised.
-      HRW.Cluster.fingerprint(@cluster) !== fingerprint -> {:error, :view_changed}
+      published !== fingerprint -> {:error, :view_changed}
       true -> :ok
     end
   end
@@ -350,7 +354,8 @@ defmodule ShardedStore do
     end
   end
 
-  defp read_outcome(replies, fingerprint) do
+  @doc false
+  def read_outcome(replies, fingerprint) do
     if Enum.all?(replies, &match?({:entry, ^fingerprint, _, false}, &1)) do
       # Entries compare as the replicas merge them: version first, then value,
       # exactly (ShardedStore.Order).

@@ -21,9 +21,10 @@ defmodule ShardedStore.Machine do
       `:pg` group on `:leave_group`); answered by `{:reply_to, from, term}`.
     * `{:handoff, from, ref, entries}` and `{:handoff_ack, ref, node}`: a push of
       another replica and the answer to one of ours.
-    * `{:sync, from, now}` and `{:sync_reply, from, entries, gone, now}`: a new
-      incarnation asks every member for the entries it owns, and the departures
-      they saw (`[{node, members, age_ms}]`).
+    * `{:sync, from, ref, now}` and `{:sync_reply, from, ref, entries, gone, now}`:
+      a new incarnation asks every member for the entries it owns, and the
+      departures they saw (`[{node, members, age_ms}]`); an answer counts only
+      with the `ref` of the request outstanding to that member.
     * `{:peers, incarnations, now}`: the replicas the `:pg` group lists;
       `{:down, incarnation, now}`: one of them ended (its monitor fired).
     * `{:tick, now}`: the periodic retry.
@@ -75,7 +76,7 @@ defmodule ShardedStore.Machine do
       iex> state = ShardedStore.Machine.new({:"a@h", 1}, 5_000, snapshot, 0)
       iex> {_state, effects} = ShardedStore.Machine.step(state, {:tick, 0})
       iex> effects
-      [{:send, {:node, :"b@h"}, {:sync, {:"a@h", 1}}}]
+      [{:send, {:node, :"b@h"}, {:sync, {:"a@h", 1}, {{:"a@h", 1}, 0}}}]
   """
   @spec new(incarnation(), non_neg_integer(), HRW.Cluster.Snapshot.t(), integer()) :: t()
   def new({_node, _tag} = me, forget, snapshot, _now) do
@@ -156,9 +157,9 @@ defmodule ShardedStore.Machine do
 
   defp valid?({:handoff, from, _ref, entries}), do: incarnation?(from) and is_map(entries)
   defp valid?({:handoff_ack, _ref, node}), do: is_atom(node)
-  defp valid?({:sync, from, now}), do: incarnation?(from) and is_integer(now)
+  defp valid?({:sync, from, _ref, now}), do: incarnation?(from) and is_integer(now)
 
-  defp valid?({:sync_reply, from, entries, gone, now}),
+  defp valid?({:sync_reply, from, _ref, entries, gone, now}),
     do: incarnation?(from) and is_map(entries) and is_list(gone) and is_integer(now)
 
   defp valid?({:peers, peers, now}),
@@ -192,10 +193,8 @@ defmodule ShardedStore.Machine do
       # were taken under) to the new one. Pushes in flight were addressed under
       # the old view (some perhaps across a link that was down): the pending keys
       # are sent again under the new one.
-      old = state.snapshot
-      state = departures(%{state | snapshot: new, inflight: %{}}, old, new, now)
-      pending = handoff(state.data, old, new, state.pending)
-      work(%{state | pending: pending}, now)
+      later = departures(%{state | snapshot: new, inflight: %{}}, state.snapshot, new, now)
+      work(retarget(state, later), now)
     end
   end
 
@@ -272,35 +271,43 @@ defmodule ShardedStore.Machine do
   # A new incarnation asks for what it owns: the entries held here that it owns
   # in this replica's view (a later change of view pushes the moves as usual),
   # and the departures seen here, by age, so that it refuses what they refuse.
-  defp handle(state, {:sync, {requester, _} = from, now}) do
+  defp handle(state, {:sync, {requester, _} = from, ref, now}) do
     entries =
       for {key, entry} <- state.data,
-          requester in owners(state.snapshot, key),
+          requester in owners(state.snapshot, key) or requester in targets(state, key),
           into: %{},
           do: {key, entry}
 
-    {state, [{:send, from, {:sync_reply, state.me, entries, gone_list(state, now)}}]}
+    {state, [{:send, from, {:sync_reply, state.me, ref, entries, gone_list(state, now)}}]}
   end
 
-  defp handle(state, {:sync_reply, {peer, _}, entries, gone, now}) do
-    state = %{
-      state
-      | data: merge_all(state.data, entries),
-        synced: MapSet.put(state.synced, peer),
-        gone: merge_gone(state, gone, now)
-    }
+  defp handle(state, {:sync_reply, {peer, _}, ref, entries, gone, now}) do
+    case state.asked do
+      %{^peer => {_at, ^ref}} ->
+        state = %{
+          state
+          | data: merge_all(state.data, entries),
+            synced: MapSet.put(state.synced, peer),
+            asked: Map.delete(state.asked, peer),
+            gone: merge_gone(state, gone, now)
+        }
 
-    finish_leave(state, now)
+        finish_leave(state, now)
+
+      _ ->
+        {state, []}
+    end
   end
 
   # The replicas the :pg group lists: each new one is monitored; a node seen with
-  # a new one came back (it asks for its keys itself), so what was in flight to
-  # it is sent again, and it is asked again if it has not answered.
+  # a new one came back (it asks for its keys itself, and it gets back the keys
+  # that stood in for it), so what was in flight to it is sent again, and it is
+  # asked again if it has not answered.
   defp handle(state, {:peers, peers, now}) do
     fresh = Enum.reject(Enum.uniq(peers), &(&1 in state.watching or &1 == state.me))
     back = fresh |> Enum.map(&elem(&1, 0)) |> Enum.uniq()
 
-    state = %{
+    later = %{
       state
       | watching: Enum.into(fresh, state.watching),
         down: Enum.reduce(back, state.down, &MapSet.delete(&2, &1)),
@@ -308,14 +315,14 @@ defmodule ShardedStore.Machine do
         asked: Map.drop(state.asked, back)
     }
 
-    {state, effects} = work(state, now)
+    {state, effects} = work(retarget(state, later), now)
     {state, Enum.map(fresh, &{:monitor, &1}) ++ effects}
   end
 
-  # A monitored replica ended. When it was its node's last, the keys this replica
-  # owns with that node are pushed to the next owner at once, without waiting for
-  # the view to drop the node (with a lease that waits the lease): one copy lasts
-  # until that push is acknowledged, not until the view changes.
+  # A monitored replica ended. When it was its node's last, the keys it held a
+  # copy of are pushed to the next owner at once, without waiting for the view
+  # to drop the node (with a lease that waits the lease): one copy lasts until
+  # that push is acknowledged, not until the view changes.
   defp handle(state, {:down, {node, _} = incarnation, now}) do
     if incarnation in state.watching do
       watching = MapSet.delete(state.watching, incarnation)
@@ -324,13 +331,13 @@ defmodule ShardedStore.Machine do
       if Enum.any?(watching, &(elem(&1, 0) == node)) do
         {state, []}
       else
-        state = %{
+        later = %{
           state
           | down: MapSet.put(state.down, node),
             inflight: Map.delete(state.inflight, node)
         }
 
-        work(%{state | pending: refill(state, node)}, now)
+        work(retarget(state, later), now)
       end
     else
       {state, []}
@@ -452,28 +459,17 @@ defmodule ShardedStore.Machine do
 
   # -- pushes -------------------------------------------------------------------------
 
-  # The keys whose two owners changed between the two snapshots
-  # (`HRW.Cluster.replica_moves/4`), with the new owners that were not owners
-  # before (they may not hold the key).
-  defp handoff(data, old, new, pending) do
-    data
-    |> Map.keys()
-    |> HRW.Cluster.replica_moves(old, new, 2)
-    |> Enum.reduce(pending, fn {key, before, later}, pending ->
-      add(pending, key, later -- before)
-    end)
-  end
+  # One rule for every change of where copies go (a view processed, a replica
+  # ended, one came back): each key held is pushed to the targets it has in
+  # `later` and did not have in `before` (they may not hold it). Any holder
+  # pushes, owner or not: a copy is never dropped, and merges are idempotent.
+  defp retarget(before, later) do
+    pending =
+      Enum.reduce(later.data, later.pending, fn {key, _entry}, pending ->
+        add(pending, key, targets(later, key) -- targets(before, key))
+      end)
 
-  # The keys this replica owns with `node`, for their owners once `node` is taken
-  # out.
-  defp refill(state, node) do
-    Enum.reduce(state.data, state.pending, fn {key, _entry}, pending ->
-      owners = owners(state.snapshot, key)
-
-      if node in owners and me_node(state) in owners,
-        do: add(pending, key, targets(state, key) -- owners),
-        else: pending
-    end)
+    %{later | pending: pending}
   end
 
   defp add(pending, _key, []), do: pending
@@ -548,10 +544,19 @@ defmodule ShardedStore.Machine do
 
   defp ask(state, now) do
     due =
-      Enum.filter(unsynced(state), &(now - Map.get(state.asked, &1, now - @resend - 1) > @resend))
+      Enum.filter(unsynced(state), fn node ->
+        case state.asked do
+          %{^node => {at, _ref}} -> now - at > @resend
+          _ -> true
+        end
+      end)
 
-    asked = Enum.reduce(due, state.asked, &Map.put(&2, &1, now))
-    {%{state | asked: asked}, Enum.map(due, &{:send, {:node, &1}, {:sync, state.me}})}
+    Enum.reduce(due, {state, []}, fn node, {state, effects} ->
+      ref = {state.me, state.seq}
+
+      {%{state | asked: Map.put(state.asked, node, {now, ref}), seq: state.seq + 1},
+       effects ++ [{:send, {:node, node}, {:sync, state.me, ref}}]}
+    end)
   end
 
   defp finish_leave(%{leaving: leaving} = state, _now) when leaving in [nil, :left],

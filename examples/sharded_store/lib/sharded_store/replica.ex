@@ -110,10 +110,11 @@ defmodule ShardedStore.Replica do
   def handle_info({:handoff_ack, ref, node}, state),
     do: {:noreply, event(state, {:handoff_ack, ref, node})}
 
-  def handle_info({:sync, from}, state), do: {:noreply, event(state, {:sync, from, now()})}
+  def handle_info({:sync, from, ref}, state),
+    do: {:noreply, event(state, {:sync, from, ref, now()})}
 
-  def handle_info({:sync_reply, from, entries, gone}, state),
-    do: {:noreply, event(state, {:sync_reply, from, entries, gone, now()})}
+  def handle_info({:sync_reply, from, ref, entries, gone}, state),
+    do: {:noreply, event(state, {:sync_reply, from, ref, entries, gone, now()})}
 
   # Only the monitors this replica set: a forged :DOWN names none of them.
   def handle_info({:DOWN, ref, :process, _pid, _reason} = message, state) do
