@@ -351,7 +351,8 @@ defmodule ShardedStore.Machine do
   # A write is taken when the snapshot processed (so the handoff of any change
   # after it carries this write) and the one published now (a nodedown is
   # published before the replica hears of it) are both the writer's, this node
-  # is an owner there, and the key's two owners did not both leave within
+  # is an owner there, no owner's replica is known to have ended, and the key's
+  # two owners did not both leave within
   # `forget` (they may hold a higher version: the rule reads follow).
   defp writable(state, key, fingerprint, published, now) do
     snapshot = state.snapshot
@@ -363,6 +364,11 @@ defmodule ShardedStore.Machine do
 
       me_node(state) not in owners(snapshot, key) ->
         :wrong_view
+
+      # An owner whose replica ended: the other copy is already pushed to the
+      # next owner, and a write taken here now would reach neither.
+      Enum.any?(owners(snapshot, key), &(&1 in state.down)) ->
+        :owner_down
 
       cut_off?(state, key, now) ->
         :unavailable

@@ -33,6 +33,8 @@ defmodule ShardedStore.Simulator do
     seq: 0,
     # Events in the queue that bring news of a failure or a view.
     news: 0,
+    # Actions of a named schedule still to come.
+    planned: 0,
     queue: nil,
     nodes: [],
     alive: %{},
@@ -61,9 +63,12 @@ defmodule ShardedStore.Simulator do
     max_delay: 15,
     down_max: 40,
     horizon: 3_000,
-    quiesce: 12_000,
+    quiesce: 60_000,
     rate: 25,
-    actions: nil
+    actions: nil,
+    # Keys a named schedule loses on purpose (a double failure): their reads are
+    # still checked.
+    lost_ok: []
   ]
 
   @doc "Runs one schedule: {:ok, sim} or {:error, reason, sim}."
@@ -93,22 +98,19 @@ defmodule ShardedStore.Simulator do
   # -- the loop ---------------------------------------------------------------------
 
   defp loop(sim) do
-    case pop(sim) do
-      nil ->
+    cond do
+      sim.now > sim.opts[:horizon] + sim.opts[:quiesce] ->
+        throw({:violation, :never_settled, sim})
+
+      # Once the actions stop, the schedule ends when everything is done.
+      sim.now > sim.opts[:horizon] and sim.ops == %{} and sim.departing == %{} and
+        sim.planned == 0 and settled?(sim) ->
         {:ok, sim}
 
-      {sim, event} ->
-        cond do
-          sim.now > sim.opts[:horizon] + sim.opts[:quiesce] ->
-            throw({:violation, :never_settled, sim})
-
-          # Once the actions stop, the schedule ends when everything is done.
-          sim.now > sim.opts[:horizon] and sim.ops == %{} and sim.departing == %{} and
-              settled?(sim) ->
-            {:ok, sim}
-
-          true ->
-            sim |> handle(event) |> check() |> loop()
+      true ->
+        case pop(sim) do
+          nil -> {:ok, sim}
+          {sim, event} -> sim |> handle(event) |> check() |> loop()
         end
     end
   end
@@ -118,7 +120,8 @@ defmodule ShardedStore.Simulator do
       nil
     else
       {{at, _seq, event}, queue} = :gb_sets.take_smallest(sim.queue)
-      {%{sim | queue: queue, now: at, news: sim.news - news(event)}, event}
+      sim = %{sim | queue: queue, now: at, news: sim.news - news(event)}
+      {%{sim | planned: sim.planned - planned(event)}, event}
     end
   end
 
@@ -126,11 +129,15 @@ defmodule ShardedStore.Simulator do
 
   defp at(sim, time, event) do
     queue = :gb_sets.add({time, sim.seq, event}, sim.queue)
-    %{sim | queue: queue, seq: sim.seq + 1, news: sim.news + news(event)}
+    sim = %{sim | queue: queue, seq: sim.seq + 1, news: sim.news + news(event)}
+    %{sim | planned: sim.planned + planned(event)}
   end
 
   defp news(event) when elem(event, 0) in [:down, :publish, :notify, :join], do: 1
   defp news(_event), do: 0
+
+  defp planned({:action, _}), do: 1
+  defp planned(_event), do: 0
 
   defp rand(sim, n) do
     {x, rng} = :rand.uniform_s(n, sim.rng)
@@ -248,10 +255,13 @@ defmodule ShardedStore.Simulator do
     do: reply(sim, node, ref, {:read, key, sim.now})
 
   defp receive_message(sim, node, {:sync, from, ref}),
-    do: step(sim, node, {:sync, from, ref, sim.now})
+    do: sim |> trace({:sync, from, node}) |> step(node, {:sync, from, ref, sim.now})
 
-  defp receive_message(sim, node, {:sync_reply, from, ref, entries, gone}),
-    do: step(sim, node, {:sync_reply, from, ref, entries, gone, sim.now})
+  defp receive_message(sim, node, {:sync_reply, from, ref, entries, gone}) do
+    sim
+    |> trace({:sync_reply, from, node})
+    |> step(node, {:sync_reply, from, ref, entries, gone, sim.now})
+  end
 
   defp receive_message(sim, node, message), do: step(sim, node, message)
 
@@ -430,6 +440,34 @@ defmodule ShardedStore.Simulator do
     end
   end
 
+  # For named schedules: a kill as soon as the store has settled, and a double
+  # failure (the second kill without waiting).
+  defp act(sim, {:kill_when_settled, node}), do: act(sim, {:kill_when_settled, node, []})
+
+  # `after_kill`: actions to take that many ms after the kill.
+  defp act(sim, {:kill_when_settled, node, after_kill}) do
+    if settled?(sim) do
+      sim = act(trace(sim, {:kill, node}), {:kill, node})
+
+      Enum.reduce(after_kill, sim, fn {ms, action}, sim ->
+        schedule(sim, ms, {:action, action})
+      end)
+    else
+      schedule(sim, 5, {:action, {:kill_when_settled, node, after_kill}})
+    end
+  end
+
+  defp act(sim, {:kill_now, node}) do
+    if sim.alive[node] == nil, do: sim, else: sim |> trace({:kill_now, node}) |> kill(node)
+  end
+
+  defp act(sim, {:read_when_settled, key, coordinator}) do
+    # Settled, and no dead member left in the view (a read asks every member).
+    if settled?(sim) and sim.departing == %{},
+      do: act(trace(sim, {:read, key, coordinator}), {:read, key, coordinator}),
+      else: schedule(sim, 5, {:action, {:read_when_settled, key, coordinator}})
+  end
+
   defp act(sim, {:restart, node}) do
     if sim.alive[node] == nil, do: restart(sim, node), else: sim
   end
@@ -574,8 +612,8 @@ defmodule ShardedStore.Simulator do
             sim = %{sim | acked: Map.put(sim.acked, op.key, best)}
             count(trace(sim, {:acked, op.key, op.entry}), :acked)
 
-          _ ->
-            count(sim, :not_acked)
+          refused ->
+            count(trace(sim, {:not_acked, op.key, op.entry, refused}), :not_acked)
         end
 
       :read when alive? ->
@@ -584,6 +622,8 @@ defmodule ShardedStore.Simulator do
             do: ShardedStore.read_outcome(replies, op.fingerprint),
             else: {:error, :no_quorum}
 
+        sim = trace(sim, {:read_answer, op.key, answer})
+        sim = if match?({:error, _}, answer), do: trace(sim, {:read_replies, replies}), else: sim
         check_read(sim, op, answer)
 
       _ ->
@@ -612,12 +652,14 @@ defmodule ShardedStore.Simulator do
   # -- the promises -----------------------------------------------------------------
 
   defp check(sim) do
-    Enum.each(sim.acked, fn {key, entry} ->
+    acked = Map.drop(sim.acked, sim.opts[:lost_ok])
+
+    Enum.each(acked, fn {key, entry} ->
       if copies(sim, key, entry) == 0, do: throw({:violation, {:lost, key, entry}, sim})
     end)
 
     if settled?(sim) do
-      Enum.each(sim.acked, fn {key, entry} ->
+      Enum.each(acked, fn {key, entry} ->
         if copies(sim, key, entry) < 2,
           do: throw({:violation, {:one_copy_once_settled, key, entry}, sim})
       end)
@@ -628,11 +670,12 @@ defmodule ShardedStore.Simulator do
     end
   end
 
-  defp copies(sim, key, entry) do
+  defp copies(sim, key, {version, _} = entry) do
     Enum.count(sim.replicas, fn {_node, machine} ->
-      case Map.get(machine.data, key) do
-        nil -> false
-        held -> Order.compare(held, entry) != :lt
+      case machine.data do
+        %{^key => {held, _}} when held > version -> true
+        %{^key => {^version, _} = held} -> Order.compare(held, entry) != :lt
+        _ -> false
       end
     end)
   end
@@ -641,20 +684,22 @@ defmodule ShardedStore.Simulator do
   # on its way), processed the view, and finished its pushes and its sync. The
   # view may still hold a dead member (the lease's departure wait).
   def settled?(sim) do
-    no_news = sim.news == 0
+    sim.news == 0 and settled_replicas?(sim)
+  end
+
+  defp settled_replicas?(sim) do
     fingerprint = HRW.Cluster.Fingerprint.of(sim.view)
     live = live(sim)
 
-    no_news and
-      Enum.all?(live, fn node ->
-        machine = sim.replicas[node]
-        {processed, pending, _held} = Machine.status(machine)
-        others = for n <- live, n != node, into: MapSet.new(), do: {n, sim.alive[n]}
+    Enum.all?(live, fn node ->
+      machine = sim.replicas[node]
+      {processed, pending, _held} = Machine.status(machine)
+      others = for n <- live, n != node, into: MapSet.new(), do: {n, sim.alive[n]}
 
-        node in sim.view and processed == fingerprint and
-          sim.published[node].fingerprint == fingerprint and pending == 0 and
-          MapSet.subset?(others, machine.watching)
-      end)
+      node in sim.view and processed == fingerprint and
+        sim.published[node].fingerprint == fingerprint and pending == 0 and
+        MapSet.subset?(others, machine.watching)
+    end)
   end
 
   @doc "The schedule's actions and failures, last first, at most `n`."
