@@ -61,6 +61,8 @@ defmodule ShardedStore.Simulator do
     loss: 0.02,
     dup: 0.02,
     max_delay: 15,
+    # A monitor's :DOWN arrives down_min + 1 to down_max ms after the kill.
+    down_min: 0,
     down_max: 40,
     horizon: 3_000,
     quiesce: 60_000,
@@ -68,7 +70,9 @@ defmodule ShardedStore.Simulator do
     actions: nil,
     # Keys a named schedule loses on purpose (a double failure): their reads are
     # still checked.
-    lost_ok: []
+    lost_ok: [],
+    # node => extra ms on every message that node's replica receives.
+    slow: %{}
   ]
 
   @doc "Runs one schedule: {:ok, sim} or {:error, reason, sim}."
@@ -305,8 +309,8 @@ defmodule ShardedStore.Simulator do
   end
 
   defp down(sim, watcher, incarnation) do
-    {delay, sim} = rand(sim, sim.opts[:down_max])
-    schedule(sim, delay, {:down, watcher, incarnation})
+    {delay, sim} = rand(sim, sim.opts[:down_max] - sim.opts[:down_min])
+    schedule(sim, sim.opts[:down_min] + delay, {:down, watcher, incarnation})
   end
 
   # The network: each message is lost, or delivered once or twice, each copy
@@ -321,7 +325,15 @@ defmodule ShardedStore.Simulator do
 
       Enum.reduce(if(dup, do: [1, 2], else: [1]), sim, fn _, sim ->
         {delay, sim} = rand(sim, sim.opts[:max_delay] + 1)
-        schedule(sim, delay - 1, {:deliver, to, message})
+
+        extra =
+          case to do
+            {:node, node} -> Map.get(sim.opts[:slow], node, 0)
+            {:client, _} -> 0
+            {node, _incarnation} -> Map.get(sim.opts[:slow], node, 0)
+          end
+
+        schedule(sim, delay - 1 + extra, {:deliver, to, message})
       end)
     end
   end
