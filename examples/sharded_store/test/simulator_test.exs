@@ -3,14 +3,14 @@ defmodule ShardedStore.SimulatorTest do
   # (test/support/store_simulator.ex): random schedules, then the orders of events
   # of issue 44's findings as named schedules, then every message shape.
   #
-  # STORE_SIM_SCHEDULES=n runs n random schedules per lease mode (default 600);
+  # STORE_SIM_SCHEDULES=n runs n random schedules per lease mode (default 750);
   # STORE_SIM_SEED=s (with STORE_SIM_LEASE=true|false) replays one.
   use ExUnit.Case, async: true
 
   alias ShardedStore.{Machine, Simulator}
 
   defp schedules do
-    case Integer.parse(System.get_env("STORE_SIM_SCHEDULES", "600")) do
+    case Integer.parse(System.get_env("STORE_SIM_SCHEDULES", "750")) do
       {n, ""} when n > 0 -> n
       _ -> raise ArgumentError, "STORE_SIM_SCHEDULES must be a positive integer"
     end
