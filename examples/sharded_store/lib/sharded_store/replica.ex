@@ -64,28 +64,42 @@ defmodule ShardedStore.Replica do
 
   # Every request is answered, whatever its terms: a key the library cannot hash,
   # a version that is not an integer or a request of unknown shape gets an error
-  # reply, never an exit of the replica (which would lose what it holds).
+  # reply, never an exit of the replica (which would lose what it holds). The
+  # reply is sent here, not by gen_server: a forged call whose `from` is not a
+  # caller's (it would make gen_server's reply raise) is dropped.
   @impl true
-  def handle_call({:write, key, version, value, fingerprint}, _from, state) do
-    call(state, {:write, key, version, value, fingerprint, published_fingerprint(), now()})
+  def handle_call(request, from, state) do
+    {reply, state} = request(request, from, state)
+    if reply != :later, do: reply(from, elem(reply, 1))
+    {:noreply, state}
+  catch
+    :error, _ -> {:noreply, drop(state, {:"$gen_call", from, request})}
   end
 
-  def handle_call({:read, key}, _from, state), do: call(state, {:read, key, now()})
-  def handle_call(:status, _from, state), do: call(state, :status)
-
-  def handle_call({:leave, timeout}, from, state) when is_integer(timeout) and timeout >= 0 do
-    {:noreply, event(state, {:leave, from, timeout, now()})}
+  defp reply(from, reply) do
+    GenServer.reply(from, reply)
+  catch
+    :error, _ -> :dropped
   end
 
-  def handle_call(_request, _from, state), do: {:reply, {:error, :bad_request}, state}
+  defp request({:write, key, version, value, fingerprint}, _from, state),
+    do: call(state, {:write, key, version, value, fingerprint, published_fingerprint(), now()})
+
+  defp request({:read, key}, _from, state), do: call(state, {:read, key, now()})
+  defp request(:status, _from, state), do: call(state, :status)
+
+  defp request({:leave, timeout}, from, state) when is_integer(timeout) and timeout >= 0,
+    do: {:later, event(state, {:leave, from, timeout, now()})}
+
+  defp request(_request, _from, state), do: {{:reply, {:error, :bad_request}}, state}
 
   defp call(state, event) do
     {machine, effects} = Machine.step(state.machine, event)
     state = carry_out(%{state | machine: machine}, effects)
 
     case for({:reply, reply} <- effects, do: reply) do
-      [reply] -> {:reply, reply, state}
-      [] -> {:reply, {:error, :bad_request}, state}
+      [reply] -> {{:reply, reply}, state}
+      [] -> {{:reply, {:error, :bad_request}}, state}
     end
   end
 
@@ -158,7 +172,7 @@ defmodule ShardedStore.Replica do
         state
 
       {:reply_to, from, reply}, state ->
-        GenServer.reply(from, reply)
+        reply(from, reply)
         state
 
       {:send, {:node, node}, {:handoff, _, _, _} = message}, state ->
