@@ -254,7 +254,8 @@ defmodule ShardedStore.SimulatorTest do
         horizon: 4_000,
         spares: 3,
         lost_ok: Enum.filter(1..8, &(Enum.sort(HRW.owners(&1, @nodes, 2)) == Enum.sort([a, b]))),
-        forget: 60_000
+        forget: 60_000,
+        loss: 0.0
       )
 
     assert acked?(sim, key)
@@ -321,9 +322,11 @@ defmodule ShardedStore.SimulatorTest do
       {:handoff_ack, make_ref(), "node"},
       {:sync, :nobody, make_ref(), 0},
       {:sync, {hd(@nodes), self()}, make_ref(), :soon},
-      {:sync_reply, :nobody, make_ref(), %{}, [], 0},
-      {:sync_reply, {:n2@sim, 1}, make_ref(), :junk, [], 0},
-      {:sync_reply, {:n2@sim, 1}, make_ref(), %{}, :junk, 0},
+      {:sync_reply, :nobody, make_ref(), fp, %{}, [], 0},
+      {:sync_reply, {:n2@sim, 1}, make_ref(), :fp, %{}, [], 0},
+      {:sync_reply, {:n2@sim, 1}, make_ref(), fp, :junk, [], 0},
+      {:sync_reply, {:n2@sim, 1}, make_ref(), fp, %{}, :junk, 0},
+      {:sync_reply, {:n2@sim, 1}, make_ref(), fp, %{}, [], :soon},
       {:peers, :junk, 0},
       {:peers, [:junk], 0},
       {:down, :junk, 0},
@@ -349,7 +352,7 @@ defmodule ShardedStore.SimulatorTest do
     assert after_handoff.data == state.data
 
     # An answer to no request outstanding, or of another ref, is ignored.
-    {^state, []} = Machine.step(state, {:sync_reply, peer, :r, %{1 => {99, :v}}, [], 0})
+    {^state, []} = Machine.step(state, {:sync_reply, peer, :r, fp, %{1 => {99, :v}}, [], 0})
     {^state, []} = Machine.step(state, {:handoff_ack, :r, :n2@sim})
     # A :down for a replica not watched is ignored.
     {^state, []} = Machine.step(state, {:down, peer, 0})

@@ -21,10 +21,12 @@ defmodule ShardedStore.Machine do
       `:pg` group on `:leave_group`); answered by `{:reply_to, from, term}`.
     * `{:handoff, from, ref, entries}` and `{:handoff_ack, ref, node}`: a push of
       another replica and the answer to one of ours.
-    * `{:sync, from, ref, now}` and `{:sync_reply, from, ref, entries, gone, now}`:
-      a new incarnation asks every member for the entries it owns, and the
-      departures they saw (`[{node, members, age_ms}]`); an answer counts only
-      with the `ref` of the request outstanding to that member.
+    * `{:sync, from, ref, now}` and
+      `{:sync_reply, from, ref, fingerprint, entries, gone, now}`: a new
+      incarnation asks every member for the entries it owns, and the departures
+      they saw (`[{node, members, age_ms}]`); an answer is taken only with the
+      `ref` of the request outstanding to that member, and counts as done only
+      when it was computed in the view the asker has processed (`fingerprint`).
     * `{:peers, incarnations, now}`: the replicas the `:pg` group lists;
       `{:down, incarnation, now}`: one of them ended (its monitor fired).
     * `{:tick, now}`: the periodic retry.
@@ -38,6 +40,8 @@ defmodule ShardedStore.Machine do
 
   # How long a push or a sync request waits for its answer before it is sent again.
   @resend 5_000
+  # How soon a member whose answer came from another view is asked again.
+  @reask 200
 
   @enforce_keys [:me, :forget, :snapshot]
   defstruct @enforce_keys ++
@@ -159,8 +163,10 @@ defmodule ShardedStore.Machine do
   defp valid?({:handoff_ack, _ref, node}), do: is_atom(node)
   defp valid?({:sync, from, _ref, now}), do: incarnation?(from) and is_integer(now)
 
-  defp valid?({:sync_reply, from, _ref, entries, gone, now}),
-    do: incarnation?(from) and is_map(entries) and is_list(gone) and is_integer(now)
+  defp valid?({:sync_reply, from, _ref, fingerprint, entries, gone, now}),
+    do:
+      incarnation?(from) and is_integer(fingerprint) and is_map(entries) and is_list(gone) and
+        is_integer(now)
 
   defp valid?({:peers, peers, now}),
     do: is_integer(now) and is_list(peers) and Enum.all?(peers, &incarnation?/1)
@@ -271,28 +277,41 @@ defmodule ShardedStore.Machine do
   # A new incarnation asks for what it owns: the entries held here that it owns
   # in this replica's view (a later change of view pushes the moves as usual),
   # and the departures seen here, by age, so that it refuses what they refuse.
+  # Its request is also news that it runs: seen as the :pg group would show it.
   defp handle(state, {:sync, {requester, _} = from, ref, now}) do
+    {state, effects} = handle(state, {:peers, [from], now})
+
     entries =
       for {key, entry} <- state.data,
           requester in owners(state.snapshot, key) or requester in targets(state, key),
           into: %{},
           do: {key, entry}
 
-    {state, [{:send, from, {:sync_reply, state.me, ref, entries, gone_list(state, now)}}]}
+    answer =
+      {:sync_reply, state.me, ref, state.snapshot.fingerprint, entries, gone_list(state, now)}
+
+    {state, effects ++ [{:send, from, answer}]}
   end
 
-  defp handle(state, {:sync_reply, {peer, _}, ref, entries, gone, now}) do
+  # An answer computed in another view than this replica's may lack keys this
+  # replica owns (the answerer did not count it an owner there): its entries are
+  # kept, and the member is asked again.
+  defp handle(state, {:sync_reply, {peer, _}, ref, fingerprint, entries, gone, now}) do
     case state.asked do
       %{^peer => {_at, ^ref}} ->
         state = %{
           state
           | data: merge_all(state.data, entries),
-            synced: MapSet.put(state.synced, peer),
-            asked: Map.delete(state.asked, peer),
             gone: merge_gone(state, gone, now)
         }
 
-        finish_leave(state, now)
+        if fingerprint === state.snapshot.fingerprint do
+          synced = MapSet.put(state.synced, peer)
+          finish_leave(%{state | synced: synced, asked: Map.delete(state.asked, peer)}, now)
+        else
+          # Asked again @reask ms from now (views converge within a few ms).
+          {%{state | asked: Map.put(state.asked, peer, {now - @resend + @reask, ref})}, []}
+        end
 
       _ ->
         {state, []}

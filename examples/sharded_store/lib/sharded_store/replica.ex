@@ -11,10 +11,13 @@ defmodule ShardedStore.Replica do
   that the cluster published something (the replica reads the published snapshot
   itself), and a message of any other shape, or with a part of the wrong shape,
   is dropped (the first one of each incarnation is logged), never an exit, which
-  would take every entry held with it.
+  would take every entry held with it. That is why it is a `:proc_lib` process
+  with a loop of its own rather than a `GenServer`: it answers `GenServer.call/3`
+  and takes `GenServer.cast/2` alike, but also checks a call's or a system
+  message's `from` (a gen_server's reply to a malformed one raises) and takes
+  only the system requests below (`:sys.get_state/1`, `:sys.suspend/1` and the
+  like).
   """
-
-  use GenServer
 
   require Logger
 
@@ -22,12 +25,17 @@ defmodule ShardedStore.Replica do
 
   @retry 200
 
+  # The system requests taken (the :sys functions that send them).
+  @system [:get_state, :get_status, :suspend, :resume]
+
   @doc """
-  Starts this node's replica. `forget`: how many ms a departed member counts as
-  possibly holding writes nobody else has (a dead node never comes back, so a key
-  whose two owners left becomes readable again, with what the others hold).
+  Starts this node's replica, registered as `ShardedStore.Replica`, not linked:
+  `{:ok, pid}`, or `{:error, {:already_started, pid}}`. `forget`: how many ms a
+  departed member counts as possibly holding writes nobody else has (a dead node
+  never comes back, so a key whose two owners left becomes readable again, with
+  what the others hold).
   """
-  def start(forget), do: GenServer.start(__MODULE__, forget, name: __MODULE__)
+  def start(forget), do: :proc_lib.start(__MODULE__, :init_it, [self(), forget])
 
   @doc "Calls the replica on `node`; any failure is `{:error, reason}`."
   def call(node, request, timeout) do
@@ -49,8 +57,16 @@ defmodule ShardedStore.Replica do
     end)
   end
 
-  @impl true
-  def init(forget) do
+  @doc false
+  def init_it(starter, forget) do
+    try do
+      Process.register(self(), __MODULE__)
+    rescue
+      ArgumentError ->
+        :proc_lib.init_ack(starter, {:error, {:already_started, Process.whereis(__MODULE__)}})
+        exit(:normal)
+    end
+
     {scope, group} = ShardedStore.group()
     cluster = ShardedStore.cluster()
     :ok = HRW.Cluster.subscribe(cluster, :snapshots)
@@ -59,22 +75,57 @@ defmodule ShardedStore.Replica do
     now = now()
     machine = Machine.new({node(), self()}, forget, HRW.Cluster.snapshot(cluster), now)
     state = %{machine: machine, monitors: %{}, dropped: 0}
-    {:ok, state |> event({:tick, now}) |> peers()}
+    state = state |> event({:tick, now}) |> peers()
+    :proc_lib.init_ack(starter, {:ok, self()})
+    loop(starter, state)
   end
+
+  defp loop(parent, state) do
+    receive do
+      {:system, {pid, _tag} = from, request} when is_pid(pid) and request in @system ->
+        :sys.handle_system_msg(request, from, parent, __MODULE__, [], state)
+
+      {:"$gen_call", from, request} ->
+        loop(parent, handle_call(request, from, state))
+
+      {:"$gen_cast", request} ->
+        loop(parent, handle_cast(request, state))
+
+      message ->
+        loop(parent, handle_info(message, state))
+    end
+  end
+
+  @doc false
+  def system_continue(parent, _debug, state), do: loop(parent, state)
+
+  @doc false
+  def system_terminate(reason, _parent, _debug, _state), do: exit(reason)
+
+  @doc false
+  def system_get_state(state), do: {:ok, state}
+
+  @doc false
+  def system_replace_state(fun, state) do
+    state = fun.(state)
+    {:ok, state, state}
+  end
+
+  @doc false
+  def system_code_change(state, _module, _old, _extra), do: {:ok, state}
 
   # Every request is answered, whatever its terms: a key the library cannot hash,
   # a version that is not an integer or a request of unknown shape gets an error
   # reply, never an exit of the replica (which would lose what it holds). The
   # reply is sent here, not by gen_server: a forged call whose `from` is not a
-  # caller's (it would make gen_server's reply raise) is dropped.
-  @impl true
-  def handle_call(request, from, state) do
+  # caller's is dropped.
+  defp handle_call(request, {pid, _tag} = from, state) when is_pid(pid) do
     {reply, state} = request(request, from, state)
     if reply != :later, do: reply(from, elem(reply, 1))
-    {:noreply, state}
-  catch
-    :error, _ -> {:noreply, drop(state, {:"$gen_call", from, request})}
+    state
   end
+
+  defp handle_call(request, from, state), do: drop(state, {:"$gen_call", from, request})
 
   defp reply(from, reply) do
     GenServer.reply(from, reply)
@@ -110,43 +161,37 @@ defmodule ShardedStore.Replica do
     ArgumentError -> nil
   end
 
-  @impl true
-  def handle_cast({:handoff, from, ref, entries}, state),
-    do: {:noreply, event(state, {:handoff, from, ref, entries})}
+  defp handle_cast({:handoff, from, ref, entries}, state),
+    do: event(state, {:handoff, from, ref, entries})
 
-  def handle_cast(other, state), do: {:noreply, drop(state, other)}
+  defp handle_cast(other, state), do: drop(state, {:"$gen_cast", other})
 
   # A snapshot message, whatever it carries, says only that the cluster published:
   # the published snapshot is read here (a forged message cannot name a view).
-  @impl true
-  def handle_info({:hrw_cluster_snapshot, _, _, _}, state), do: {:noreply, view(state)}
+  defp handle_info({:hrw_cluster_snapshot, _, _, _}, state), do: view(state)
 
-  def handle_info({:handoff_ack, ref, node}, state),
-    do: {:noreply, event(state, {:handoff_ack, ref, node})}
+  defp handle_info({:handoff_ack, ref, node}, state),
+    do: event(state, {:handoff_ack, ref, node})
 
-  def handle_info({:sync, from, ref}, state),
-    do: {:noreply, event(state, {:sync, from, ref, now()})}
+  defp handle_info({:sync, from, ref}, state), do: event(state, {:sync, from, ref, now()})
 
-  def handle_info({:sync_reply, from, ref, entries, gone}, state),
-    do: {:noreply, event(state, {:sync_reply, from, ref, entries, gone, now()})}
+  defp handle_info({:sync_reply, from, ref, fingerprint, entries, gone}, state),
+    do: event(state, {:sync_reply, from, ref, fingerprint, entries, gone, now()})
 
   # Only the monitors this replica set: a forged :DOWN names none of them.
-  def handle_info({:DOWN, ref, :process, _pid, _reason} = message, state) do
+  defp handle_info({:DOWN, ref, :process, _pid, _reason} = message, state) do
     case Map.pop(state.monitors, ref) do
-      {nil, _} ->
-        {:noreply, drop(state, message)}
-
-      {incarnation, monitors} ->
-        {:noreply, event(%{state | monitors: monitors}, {:down, incarnation, now()})}
+      {nil, _} -> drop(state, message)
+      {incarnation, monitors} -> event(%{state | monitors: monitors}, {:down, incarnation, now()})
     end
   end
 
-  def handle_info(:retry, state) do
+  defp handle_info(:retry, state) do
     Process.send_after(self(), :retry, @retry)
-    {:noreply, state |> view() |> peers() |> event({:tick, now()})}
+    state |> view() |> peers() |> event({:tick, now()})
   end
 
-  def handle_info(other, state), do: {:noreply, drop(state, other)}
+  defp handle_info(other, state), do: drop(state, other)
 
   defp view(state) do
     event(state, {:view, HRW.Cluster.snapshot(ShardedStore.cluster()), now()})
