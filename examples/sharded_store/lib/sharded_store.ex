@@ -97,7 +97,7 @@ defmodule ShardedStore do
   shows no pending work it holds every key it owns, and killing another owner
   then loses none).
 
-  Within that:
+  With failures one window apart, then:
 
     * every acknowledged write stays readable, until a write that wins over it
       (a higher version, or the same version with a larger value);
@@ -456,7 +456,15 @@ defmodule ShardedStore do
   def get_many(keys),
     do: raise(ArgumentError, "keys must be a list, got: #{inspect(keys, limit: 10)}")
 
-  @doc "This node's replica status: `{fingerprint, pending pushes, keys held}`."
+  @doc """
+  This node's replica status: `{fingerprint processed, pending, keys held}`,
+  where pending counts the keys still to push and, for a replica that started,
+  the members of its view that have not yet answered its request for its keys.
+  With every node at the same fingerprint and nothing pending, and every failure
+  seen by the survivors, the handoff window (module doc) has closed.
+  """
+  @spec status() ::
+          {non_neg_integer(), non_neg_integer(), non_neg_integer()} | {:error, term()}
   def status, do: Replica.call(node(), :status, 30_000)
 
   @doc """

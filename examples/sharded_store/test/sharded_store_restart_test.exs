@@ -1,8 +1,9 @@
 defmodule ShardedStoreRestartTest do
   # Issue 44's store findings on real :peer nodes: a member killed (SIGKILL) and
   # restarted empty under the same name, with and without a lease (6); how long
-  # a killed member's keys keep one copy (7); two writers of one version (9);
-  # forged messages (10). Every wait is a poll with a deadline far above its
+  # a killed member's keys keep one copy (7); the refusal of a key whose two
+  # owners left outliving the members that saw it (8); two writers of one
+  # version (9); forged messages (10). Every wait is a poll with a deadline far above its
   # usual time; no figure is asserted. SHARDED_STORE_REPORT=1 prints the figures.
   use ExUnit.Case, async: false
 
@@ -219,6 +220,49 @@ defmodule ShardedStoreRestartTest do
       # With a lease the views keep the killed member for about the lease (3 s):
       # the copies are back before that, not after.
       if unquote(lease), do: assert(still_named == length(survivors))
+    end
+  end
+
+  @tag timeout: 600_000
+  test "item 8: both owners of a key killed at once, three members join and the three " <>
+         "that saw it leave, one at a time: reads of the key still refuse, never :not_found" do
+    opts = [expected: 5, forget: 600_000]
+    nodes = cluster(opts)
+    write_all(nodes, 1)
+    [c | _] = nodes
+
+    {a, b} =
+      Enum.find_value(@keys, fn key ->
+        case owners(c, key) do
+          [x, y] when c not in [x, y] -> {x, y}
+          _ -> nil
+        end
+      end)
+
+    both = Enum.filter(@keys, &(Enum.sort(owners(c, &1)) == Enum.sort([a, b])))
+    # The two owners at once: a double failure, their keys are gone with them.
+    for node <- [a, b], do: spawn(fn -> sigkill(node) end)
+    until(fn -> a not in Node.list(:hidden) and b not in Node.list(:hidden) end, "the kills")
+    saw = nodes -- [a, b]
+    settle(saw)
+
+    joined =
+      Enum.reduce(names() |> Enum.take(3), [], fn name, joined ->
+        node = join(name, saw ++ joined, opts)
+        on_exit(fn -> sigkill(node) end)
+        settle(saw ++ joined ++ [node])
+        joined ++ [node]
+      end)
+
+    Enum.reduce(saw, saw ++ joined, fn old, live ->
+      sigkill(old)
+      settle(live -- [old])
+      live -- [old]
+    end)
+
+    for key <- both, node <- joined do
+      assert rpc(node, ShardedStore, :get, [key]) == {:error, :unavailable}
+      assert rpc(node, ShardedStore, :put, [key, 1, :again]) == {:error, :unavailable}
     end
   end
 

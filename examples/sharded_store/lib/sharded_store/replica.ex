@@ -35,9 +35,11 @@ defmodule ShardedStore.Replica do
   never comes back, so a key whose two owners left becomes readable again, with
   what the others hold).
   """
+  @spec start(non_neg_integer()) :: {:ok, pid()} | {:error, {:already_started, pid()}}
   def start(forget), do: :proc_lib.start(__MODULE__, :init_it, [self(), forget])
 
   @doc "Calls the replica on `node`; any failure is `{:error, reason}`."
+  @spec call(node(), term(), timeout()) :: term()
   def call(node, request, timeout) do
     GenServer.call({__MODULE__, node}, request, timeout)
   catch
@@ -45,6 +47,7 @@ defmodule ShardedStore.Replica do
   end
 
   @doc "Calls the replicas on `nodes` at once; their replies (or errors) in order."
+  @spec call_all([node()], term(), timeout()) :: [term()]
   def call_all(nodes, request, timeout) do
     requests = Enum.map(nodes, &:gen_server.send_request({__MODULE__, &1}, request))
 
