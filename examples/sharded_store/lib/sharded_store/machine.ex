@@ -3,8 +3,11 @@ defmodule ShardedStore.Machine do
   Every decision of a replica, as a pure function: `step(state, event)` returns the
   new state and the effects the process (`ShardedStore.Replica`) carries out. No
   clock, no message, no process here: time comes in the events, and the test
-  suite's simulator (test/support/simulator.ex) drives the same function through
-  thousands of orders of events.
+  suite's simulator (test/support/store_simulator.ex, run by
+  test/simulator_test.exs) drives the same function through thousands of orders
+  of events: members killed and restarted inside and outside the view's
+  departure wait, monitors firing late, messages delayed, reordered, lost and
+  duplicated, forged messages.
 
   A replica is known by its *incarnation* `{node, tag}` (in a process, `tag` is its
   pid): a replica that restarts, alone or with its node, is a new incarnation and
@@ -334,7 +337,9 @@ defmodule ShardedStore.Machine do
         asked: Map.drop(state.asked, back)
     }
 
-    {state, effects} = work(retarget(state, later), now)
+    # Targets change only when a node whose replica had ended is back.
+    later = if Enum.any?(back, &(&1 in state.down)), do: retarget(state, later), else: later
+    {state, effects} = work(later, now)
     {state, Enum.map(fresh, &{:monitor, &1}) ++ effects}
   end
 
