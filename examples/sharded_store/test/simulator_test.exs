@@ -45,18 +45,29 @@ defmodule ShardedStore.SimulatorTest do
         case System.get_env("STORE_SIM_SEED") do
           nil ->
             base = ExUnit.configuration()[:seed] * 100_000
-            sims = for seed <- base..(base + schedules() - 1), do: run!(seed, lease)
+            sims = for seed <- base..(base + schedules() - 1), do: run!(seed, lease, vary(seed))
             stats = Enum.reduce(sims, %{}, &Map.merge(&1.stats, &2, fn _, a, b -> a + b end))
             # The schedules did what they are for (not a figure: floors far below
             # what any range of 100 seeds or more gives).
             if schedules() >= 100, do: assert_explored(stats)
 
           seed ->
+            seed = String.to_integer(seed)
+
             if System.get_env("STORE_SIM_LEASE", "true") == to_string(lease),
-              do: run!(String.to_integer(seed), lease)
+              do: run!(seed, lease, vary(seed))
         end
       end
     end
+  end
+
+  # One schedule in three has monitors that fire late (up to 400 ms, past a
+  # restart's first :pg poll), one in four a slower network.
+  defp vary(seed) do
+    [
+      down_max: if(rem(seed, 3) == 0, do: 400, else: 40),
+      max_delay: if(rem(seed, 4) == 0, do: 60, else: 15)
+    ]
   end
 
   defp assert_explored(stats) do

@@ -16,7 +16,8 @@ defmodule ShardedStore.Replica do
   and takes `GenServer.cast/2` alike, but also checks a call's or a system
   message's `from` (a gen_server's reply to a malformed one raises) and takes
   only the system requests below (`:sys.get_state/1`, `:sys.suspend/1` and the
-  like).
+  like). While suspended (`:sys.suspend/1`), OTP's `sys` takes the messages
+  until `:sys.resume/1`, and a malformed system message then ends the process.
   """
 
   require Logger
