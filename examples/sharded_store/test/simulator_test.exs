@@ -27,7 +27,7 @@ defmodule ShardedStore.SimulatorTest do
     """
   end
 
-  defp run!(seed, lease, opts \\ []) do
+  defp run!(seed, lease, opts) do
     case Simulator.run(seed, [lease: lease] ++ opts) do
       {:ok, sim} -> sim
       {:error, reason, sim} -> flunk(explain(seed, lease, reason, sim))
