@@ -78,18 +78,19 @@ defmodule ShardedStore do
   work on any node then. It does not wait for the view: with `lease:` a killed
   member stays in the views for about the lease, and its keys have two copies
   again long before. Measured on 5 `:peer` nodes on one host (a 2-core Xeon VM
-  under a load average near 12; 300 keys at one version; commit a128fcd,
-  2026-12-06; `SHARDED_STORE_REPORT=1 MIX_ENV=test mix test
+  shared with other work, load average 7-10; 300 keys at one version; commit
+  3741c71, 2026-12-06; `SHARDED_STORE_REPORT=1 MIX_ENV=test mix test
   test/sharded_store_restart_test.exs --only test:"test item 7: after a kill
   (lease: 3000) every key has two copies again before the view drops the killed
   member"`, and the same with `lease: nil`, 5 runs of each): the last of the
-  killed node's 101-136 keys had two copies again a median 58 ms (50-76) after
-  a SIGKILL with `lease: 3000`, while the views still named it (they dropped it
-  3,092-3,103 ms after the kill), and a median 61 ms (47-125) without a lease.
-  Those are upper bounds set mostly by the measurement: the test polls the 4
-  survivors' replica states, one whole state each, every 10 ms plus the time a
-  poll takes. (When the survivors waited for the view instead, one copy lasted
-  as long as the lease.)
+  killed node's 110-136 keys had two copies again a median 54 ms (43-64) after
+  a SIGKILL with `lease: 3000`, while every survivor's view still named it (they
+  dropped it 3,090-3,109 ms after the kill), and a median 69 ms (59-87) without
+  a lease, where the views dropped it at about the same time. Those are upper
+  bounds set mostly by the measurement: the test polls the 4 survivors'
+  replica states, one whole state each, every 10 ms plus the time a poll takes.
+  (When the survivors waited for the view instead, one copy lasted as long as
+  the lease.)
 
   A restart inside the view's departure wait is a failure like any other: the
   restarted replica refills from the others (the test kills a member of 5 and
