@@ -140,16 +140,15 @@ defmodule ShardedStore do
       lease (below): a majority read refuses the key for `forget:`, then answers
       without them. (The store cannot tell a dead node from a cut one;
       `forget:` is its guess.) The refusal lives in the members' records of the
-      departure, each counted from when that member's view dropped the owners;
-      a replica that starts or joins copies the records of the members it asks.
-      So `get/1` answers what the others hold (older, or `:not_found`) for such
-      a key, and `put/3` takes a version below the one acknowledged, before
-      `forget:` has passed only when no member that recorded the departure
-      remains or answered a new one: all of them left or restarted before a
-      newer member had asked them (each one at a time, with members joining,
-      takes several windows), or when the two owners a view names for the key
-      both joined after the cut and nobody who saw it remains. At the heal the
-      higher version wins.
+      departure, each counted from when that member's view dropped the two
+      owners; a replica that starts (a member that joins, or restarts) copies
+      the records of every member of its view when it asks them for its keys.
+      So a read refuses while any member of the view holds a record, and a write
+      while either of the key's current owners does; once no member holds one
+      (every member that saw the departure left or restarted before a newer
+      member had asked it), or `forget:` has passed, reads answer what the
+      members hold (older, or `:not_found`) and a version below the one
+      acknowledged may be `:ok`. At the heal the higher version wins.
     * **Restarts**: nothing is on disk, so a node that restarts comes back empty
       and is refilled from the others (above): a restart counts as a failure,
       until its refill is done.
