@@ -172,7 +172,9 @@ defmodule ShardedStore.Replica do
 
   # A snapshot message, whatever it carries, says only that the cluster published:
   # the published snapshot is read here (a forged message cannot name a view).
-  defp handle_info({:hrw_cluster_snapshot, _, _, _}, state), do: view(state)
+  # The :pg group is read first: the view follows it, so the replicas of the
+  # members a view adds (a heal, a join) are seen with it, not a poll later.
+  defp handle_info({:hrw_cluster_snapshot, _, _, _}, state), do: state |> peers() |> view()
 
   defp handle_info({:handoff_ack, ref, node}, state),
     do: event(state, {:handoff_ack, ref, node})
