@@ -74,8 +74,10 @@ defmodule ShardedStore do
   the next one only once the window has closed. The window runs from the failure
   until every survivor has seen it (the replica's monitor or the view, whichever
   comes first), has pushed what it changes and had it acknowledged, and every
-  replica that started has heard from every member; `status/0` shows no pending
-  work on any node then. It does not wait for the view: with `lease:` a killed
+  replica that started has heard from every member; after a heal, until every
+  replica has processed the view that holds both sides again (it reads the `:pg`
+  group with each view, so it sees the other side's replicas with it) and
+  pushed what that changes. `status/0` shows no pending work on any node then. It does not wait for the view: with `lease:` a killed
   member stays in the views for about the lease, and its keys have two copies
   again long before. Measured on 5 `:peer` nodes on one host (a 2-core Xeon VM
   shared with other work, load average 7-10; 300 keys at one version; commit

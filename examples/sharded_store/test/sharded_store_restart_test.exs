@@ -117,9 +117,12 @@ defmodule ShardedStoreRestartTest do
 
   defp owners(node, key), do: rpc(node, HRW.Cluster, :owners, [ShardedStore.cluster(), key, 2])
 
+  # Each write retried with the same version until acknowledged, as a client
+  # does: a view being published (a lease's quorum, say) refuses a write.
   defp write_all(nodes, version) do
     for key <- @keys do
-      assert rpc(Enum.random(nodes), ShardedStore, :put, [key, version, {key, version}]) == :ok
+      put = fn -> rpc(Enum.random(nodes), ShardedStore, :put, [key, version, {key, version}]) end
+      until(fn -> put.() == :ok end, "#{key} acknowledged")
     end
   end
 
