@@ -5,6 +5,7 @@ defmodule ShardedStore.OrderTest do
 
   doctest ShardedStore.Order
   doctest ShardedStore
+  doctest ShardedStore.Machine
 
   # Pairs equal in term order, not identical: the float side sorts first.
   @pairs [

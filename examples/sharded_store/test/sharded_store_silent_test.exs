@@ -269,8 +269,7 @@ defmodule ShardedStoreSilentTest do
     #{length(refusals)} writes answered stale or conflict, #{count(table, :given_up)} given up
     """
 
-    IO.puts(report)
-    File.write!(Path.join(System.tmp_dir!(), "sharded_store_report.txt"), report, [:append])
+    ShardedStore.TestReport.print(report)
 
     assert last < cut + (lease() + margin()) * 1000,
            "the minority acknowledged a write #{div(last - cut, 1000)} ms after the cut"

@@ -2,7 +2,7 @@ defmodule ShardedStoreTest do
   # :peer nodes on loopback, 5 at a time, writes and reads while they join, leave,
   # are killed (one at a time, then two within a few ms) and a partition heals.
   # Nothing here assumes a speed: every wait is a poll with a deadline far above
-  # its usual time, and no figure is asserted (they are printed).
+  # its usual time, and no figure is asserted (SHARDED_STORE_REPORT=1 prints them).
   use ExUnit.Case, async: false
 
   alias HRW.Cluster.Fingerprint
@@ -385,8 +385,7 @@ defmodule ShardedStoreTest do
     total #{Float.round((now() - started) / 1_000_000, 1)} s
     """
 
-    IO.puts(report)
-    File.write!(Path.join(System.tmp_dir!(), "sharded_store_report.txt"), report, [:append])
+    ShardedStore.TestReport.print(report)
 
     %{
       lost: lost,
@@ -555,7 +554,10 @@ defmodule ShardedStoreTest do
     result = scenario("partition without quorum", 1, [:partition])
     assert result.lost == []
     [partition] = result.partitions
-    IO.puts("without quorum: #{partition.after_seen} writes acknowledged on the minority side")
+
+    ShardedStore.TestReport.print(
+      "without quorum: #{partition.after_seen} writes acknowledged on the minority side"
+    )
   end
 
   # A key the library refuses (nested deeper than 256 levels), built at run time.

@@ -1,26 +1,46 @@
 defmodule ShardedStore.Replica do
   @moduledoc """
-  One node's replica: the entries it holds (`key => {version, value}`), the last
-  cluster snapshot it has processed, the pushes of its handoff still to do, and
-  the members that left its view recently (5 s by default), with the last structure
-  that held them (so a read or a write can tell a key whose two owners both left).
+  One node's replica: a process that turns messages, calls and timers into
+  events of `ShardedStore.Machine`, which decides everything, and carries out
+  its effects (replies, sends, monitors). It holds the entries
+  (`key => {version, value}`), the last cluster snapshot it has processed, the
+  pushes still to do, the members that left its view recently, and the other
+  replicas it watches.
+
+  Every message from outside is checked before use: a snapshot message only says
+  that the cluster published something (the replica reads the published snapshot
+  itself), and a message of any other shape, or with a part of the wrong shape,
+  is dropped (the first one of each incarnation is logged), never an exit, which
+  would take every entry held with it. That is why it is a `:proc_lib` process
+  with a loop of its own rather than a `GenServer`: it answers `GenServer.call/3`
+  and takes `GenServer.cast/2` alike, but also checks a call's or a system
+  message's `from` (a gen_server's reply to a malformed one raises) and takes
+  only the system requests below (`:sys.get_state/1`, `:sys.suspend/1` and the
+  like). While suspended (`:sys.suspend/1`), OTP's `sys` takes the messages
+  until `:sys.resume/1`, and a malformed system message then ends the process.
   """
 
-  use GenServer
+  require Logger
 
-  alias ShardedStore.Order
+  alias ShardedStore.Machine
 
   @retry 200
-  @resend 5_000
+
+  # The system requests taken (the :sys functions that send them).
+  @system [:get_state, :get_status, :suspend, :resume]
 
   @doc """
-  Starts this node's replica. `forget`: how many ms a departed member counts as
-  possibly holding writes nobody else has (a dead node never comes back, so a key
-  whose two owners left becomes readable again, with what the others hold).
+  Starts this node's replica, registered as `ShardedStore.Replica`, not linked:
+  `{:ok, pid}`, or `{:error, {:already_started, pid}}`. `forget`: how many ms a
+  departed member counts as possibly holding writes nobody else has (a dead node
+  never comes back, so a key whose two owners left becomes readable again, with
+  what the others hold).
   """
-  def start(forget), do: GenServer.start(__MODULE__, forget, name: __MODULE__)
+  @spec start(non_neg_integer()) :: {:ok, pid()} | {:error, {:already_started, pid()}}
+  def start(forget), do: :proc_lib.start(__MODULE__, :init_it, [self(), forget])
 
   @doc "Calls the replica on `node`; any failure is `{:error, reason}`."
+  @spec call(node(), term(), timeout()) :: term()
   def call(node, request, timeout) do
     GenServer.call({__MODULE__, node}, request, timeout)
   catch
@@ -28,6 +48,7 @@ defmodule ShardedStore.Replica do
   end
 
   @doc "Calls the replicas on `nodes` at once; their replies (or errors) in order."
+  @spec call_all([node()], term(), timeout()) :: [term()]
   def call_all(nodes, request, timeout) do
     requests = Enum.map(nodes, &:gen_server.send_request({__MODULE__, &1}, request))
 
@@ -40,104 +61,100 @@ defmodule ShardedStore.Replica do
     end)
   end
 
-  @impl true
-  def init(forget) do
+  @doc false
+  def init_it(starter, forget) do
+    try do
+      Process.register(self(), __MODULE__)
+    rescue
+      ArgumentError ->
+        :proc_lib.init_ack(starter, {:error, {:already_started, Process.whereis(__MODULE__)}})
+        exit(:normal)
+    end
+
     {scope, group} = ShardedStore.group()
     cluster = ShardedStore.cluster()
     :ok = HRW.Cluster.subscribe(cluster, :snapshots)
     :ok = :pg.join(scope, group, self())
     Process.send_after(self(), :retry, @retry)
-
-    {:ok,
-     %{
-       data: %{},
-       snapshot: HRW.Cluster.snapshot(cluster),
-       # key => [target node]: pushes still to make.
-       pending: %{},
-       # target => {ref, keys, sent at}: pushes sent, not yet acknowledged.
-       inflight: %{},
-       leaving: nil,
-       forget: forget,
-       # node => {last structure with quorum that held it, departure in ms}.
-       gone: %{},
-       last_structure: nil
-     }}
+    now = now()
+    machine = Machine.new({node(), self()}, forget, HRW.Cluster.snapshot(cluster), now)
+    state = %{machine: machine, monitors: %{}, dropped: 0}
+    state = state |> event({:tick, now}) |> peers()
+    :proc_lib.init_ack(starter, {:ok, self()})
+    loop(starter, state)
   end
+
+  defp loop(parent, state) do
+    receive do
+      {:system, {pid, _tag} = from, request} when is_pid(pid) and request in @system ->
+        :sys.handle_system_msg(request, from, parent, __MODULE__, [], state)
+
+      {:"$gen_call", from, request} ->
+        loop(parent, handle_call(request, from, state))
+
+      {:"$gen_cast", request} ->
+        loop(parent, handle_cast(request, state))
+
+      message ->
+        loop(parent, handle_info(message, state))
+    end
+  end
+
+  @doc false
+  def system_continue(parent, _debug, state), do: loop(parent, state)
+
+  @doc false
+  def system_terminate(reason, _parent, _debug, _state), do: exit(reason)
+
+  @doc false
+  def system_get_state(state), do: {:ok, state}
+
+  @doc false
+  def system_replace_state(fun, state) do
+    state = fun.(state)
+    {:ok, state, state}
+  end
+
+  @doc false
+  def system_code_change(state, _module, _old, _extra), do: {:ok, state}
 
   # Every request is answered, whatever its terms: a key the library cannot hash,
   # a version that is not an integer or a request of unknown shape gets an error
-  # reply, never an exit of the replica (which would lose what it holds).
-  @impl true
-  def handle_call({:write, key, version, value, fingerprint}, _from, state)
-      when is_integer(version) do
-    case writable(state, key, fingerprint) do
-      :ok ->
-        case take(Map.get(state.data, key), {version, value}) do
-          :take -> {:reply, :ok, %{state | data: Map.put(state.data, key, {version, value})}}
-          :held -> {:reply, :ok, state}
-          refusal -> {:reply, {:error, refusal}, state}
-        end
-
-      refusal ->
-        {:reply, {:error, refusal}, state}
-    end
+  # reply, never an exit of the replica (which would lose what it holds). The
+  # reply is sent here, not by gen_server: a forged call whose `from` is not a
+  # caller's is dropped.
+  defp handle_call(request, {pid, _tag} = from, state) when is_pid(pid) do
+    {reply, state} = request(request, from, state)
+    if reply != :later, do: reply(from, elem(reply, 1))
+    state
   end
 
-  # With the snapshot this replica has processed, so the reader can tell whether
-  # every member answered from the same view.
-  def handle_call({:read, key}, _from, state) do
-    if key?(key) do
-      entry = Map.get(state.data, key)
-      {:reply, {:entry, state.snapshot.fingerprint, entry, cut_off?(state, key)}, state}
-    else
-      {:reply, {:error, :bad_key}, state}
-    end
+  defp handle_call(request, from, state), do: drop(state, {:"$gen_call", from, request})
+
+  defp reply(from, reply) do
+    GenServer.reply(from, reply)
+  catch
+    :error, _ -> :dropped
   end
 
-  def handle_call(:status, _from, state) do
-    {:reply, {state.snapshot.fingerprint, map_size(state.pending), map_size(state.data)}, state}
-  end
+  defp request({:write, key, version, value, fingerprint}, _from, state),
+    do: call(state, {:write, key, version, value, fingerprint, published_fingerprint(), now()})
 
-  def handle_call({:leave, timeout}, from, %{leaving: nil} = state)
-      when is_integer(timeout) and timeout >= 0 do
-    {scope, group} = ShardedStore.group()
-    _ = :pg.leave(scope, group, self())
-    deadline = System.monotonic_time(:millisecond) + timeout
-    {:noreply, %{state | leaving: {from, deadline}}}
-  end
+  defp request({:read, key}, _from, state), do: call(state, {:read, key, now()})
+  defp request(:status, _from, state), do: call(state, :status)
 
-  def handle_call({:leave, _timeout}, _from, %{leaving: :left} = state),
-    do: {:reply, :ok, state}
+  defp request({:leave, timeout}, from, state) when is_integer(timeout) and timeout >= 0,
+    do: {:later, event(state, {:leave, from, timeout, now()})}
 
-  def handle_call({:leave, _timeout}, _from, %{leaving: {_, _}} = state),
-    do: {:reply, {:error, :leaving}, state}
+  defp request(_request, _from, state), do: {{:reply, {:error, :bad_request}}, state}
 
-  def handle_call(_request, _from, state), do: {:reply, {:error, :bad_request}, state}
+  defp call(state, event) do
+    {machine, effects} = Machine.step(state.machine, event)
+    state = carry_out(%{state | machine: machine}, effects)
 
-  # A write is taken when the snapshot processed (so the handoff of any change
-  # after it carries this write) and the one published now (a nodedown is
-  # published before the replica hears of it) are both the writer's, this node
-  # is an owner there, and the key's two owners did not both leave within
-  # `forget` (they may hold a higher version: the rule reads follow).
-  defp writable(state, key, fingerprint) do
-    snapshot = state.snapshot
-
-    cond do
-      state.leaving !== nil or not snapshot.quorum? or snapshot.fingerprint !== fingerprint or
-          published_fingerprint() !== fingerprint ->
-        :wrong_view
-
-      not key?(key) ->
-        :bad_key
-
-      node() not in owners(snapshot, key) ->
-        :wrong_view
-
-      cut_off?(state, key) ->
-        :unavailable
-
-      true ->
-        :ok
+    case for({:reply, reply} <- effects, do: reply) do
+      [reply] -> {{:reply, reply}, state}
+      [] -> {{:reply, {:error, :bad_request}}, state}
     end
   end
 
@@ -148,200 +165,108 @@ defmodule ShardedStore.Replica do
     ArgumentError -> nil
   end
 
-  # The library's rule for keys: a term it can hash.
-  defp key?(key) do
-    _ = HRW.term_id(key)
-    true
-  rescue
-    ArgumentError -> false
-  end
+  defp handle_cast({:handoff, from, ref, entries}, state),
+    do: event(state, {:handoff, from, ref, entries})
 
-  # Entries sent by another replica's handoff: any malformed part is dropped.
-  @impl true
-  def handle_cast({:handoff, from, ref, entries}, state) when is_pid(from) and is_map(entries) do
-    data =
-      Enum.reduce(entries, state.data, fn
-        {key, {version, _value} = entry}, data when is_integer(version) ->
-          if key?(key), do: merge(data, key, entry), else: data
+  defp handle_cast(other, state), do: drop(state, {:"$gen_cast", other})
 
-        _, data ->
-          data
-      end)
+  # A snapshot message, whatever it carries, says only that the cluster published:
+  # the published snapshot is read here (a forged message cannot name a view).
+  # The :pg group is read first: the view follows it, so the replicas of the
+  # members a view adds (a heal, a join) are seen with it, not a poll later.
+  defp handle_info({:hrw_cluster_snapshot, _, _, _}, state), do: state |> peers() |> view()
 
-    send(from, {:handoff_ack, ref, node()})
-    {:noreply, %{state | data: data}}
-  end
+  defp handle_info({:handoff_ack, ref, node}, state),
+    do: event(state, {:handoff_ack, ref, node})
 
-  def handle_cast(_request, state), do: {:noreply, state}
+  defp handle_info({:sync, from, ref}, state), do: event(state, {:sync, from, ref, now()})
 
-  @impl true
-  def handle_info({:hrw_cluster_snapshot, _name, _old, new}, state) do
-    # Handoff from the snapshot this replica last processed (the one its writes
-    # were taken under) to the new one.
-    old = state.snapshot
-    # Pushes in flight were addressed under the old view (some perhaps across a
-    # link that was down): the pending keys are sent again under the new one.
-    state = departures(%{state | snapshot: new, inflight: %{}}, old, new)
-    pending = handoff(state.data, old, new, state.pending)
-    {:noreply, push(%{state | pending: pending})}
-  end
+  defp handle_info({:sync_reply, from, ref, fingerprint, entries, gone}, state),
+    do: event(state, {:sync_reply, from, ref, fingerprint, entries, gone, now()})
 
-  def handle_info({:handoff_ack, ref, target}, state) do
-    case state.inflight do
-      %{^target => {^ref, keys, _at}} ->
-        pending =
-          Enum.reduce(keys, state.pending, fn key, pending ->
-            case pending do
-              %{^key => targets} ->
-                left = List.delete(targets, target)
-                if left == [], do: Map.delete(pending, key), else: Map.put(pending, key, left)
-
-              _ ->
-                pending
-            end
-          end)
-
-        {:noreply,
-         finish_leave(%{state | pending: pending, inflight: Map.delete(state.inflight, target)})}
-
-      _ ->
-        {:noreply, state}
+  # Only the monitors this replica set: a forged :DOWN names none of them.
+  defp handle_info({:DOWN, ref, :process, _pid, _reason} = message, state) do
+    case Map.pop(state.monitors, ref) do
+      {nil, _} -> drop(state, message)
+      {incarnation, monitors} -> event(%{state | monitors: monitors}, {:down, incarnation, now()})
     end
   end
 
-  def handle_info(:retry, state) do
+  defp handle_info(:retry, state) do
     Process.send_after(self(), :retry, @retry)
-    {:noreply, push(state)}
+    state |> view() |> peers() |> event({:tick, now()})
   end
 
-  def handle_info(_other, state), do: {:noreply, state}
+  defp handle_info(other, state), do: drop(state, other)
 
-  defp departures(state, old, new) do
-    now = System.monotonic_time(:millisecond)
-    structure = old.structure || state.last_structure
-    left = if structure == nil, do: [], else: old.members -- new.members
-
-    gone =
-      state.gone
-      |> Map.drop(new.members)
-      |> Map.reject(fn {_node, {_structure, at}} -> now - at > state.forget end)
-      |> Map.merge(Map.new(left, &{&1, {structure, now}}))
-
-    %{state | gone: gone, last_structure: new.structure || structure}
-  end
-
-  # Both owners of `key`, in the last view that held one of the departed members,
-  # departed within `forget` ms: they may hold writes no member has.
-  defp cut_off?(%{gone: gone, forget: forget}, key) do
-    now = System.monotonic_time(:millisecond)
-    recent = for {node, {_, at}} <- gone, now - at <= forget, into: MapSet.new(), do: node
-
-    Enum.any?(gone, fn {node, {structure, _at}} ->
-      node in recent and Enum.all?(owners(%{structure: structure}, key), &(&1 in recent))
-    end)
-  end
-
-  # What a write does to the entry held: entries are ordered by version, then by
-  # value (`ShardedStore.Order`: term order, where 1 and 1.0 differ), the same on
-  # every replica, so two values written with one version end the same everywhere
-  # whatever the order they arrive in. Versions are integers (the only ones taken).
-  defp take(nil, _entry), do: :take
-  defp take(held, held), do: :held
-  defp take({held, _}, {version, _}) when version < held, do: {:stale, held}
-
-  defp take({version, held}, {version, value}) do
-    if Order.compare(held, value) == :gt, do: {:conflict, held}, else: :take
-  end
-
-  defp take(_held, _entry), do: :take
-
-  defp merge(data, key, entry) do
-    case data do
-      %{^key => held} ->
-        if Order.compare(entry, held) == :gt, do: Map.put(data, key, entry), else: data
-
-      _ ->
-        Map.put(data, key, entry)
-    end
-  end
-
-  # The keys whose two owners changed between the two snapshots
-  # (`HRW.Cluster.replica_moves/4`), with the new owners that were not owners before (they
-  # may not hold the key).
-  defp handoff(data, old, new, pending) do
-    data
-    |> Map.keys()
-    |> HRW.Cluster.replica_moves(old, new, 2)
-    |> Enum.reduce(pending, fn {key, before, later}, pending ->
-      targets = (later -- before) -- [node()]
-
-      if targets == [],
-        do: pending,
-        else: Map.update(pending, key, targets, &Enum.uniq(&1 ++ targets))
-    end)
-  end
-
-  # The key's two owners in a snapshot's structure; none without one, or for a
-  # key the library refuses (the callers check keys first; this never raises).
-  defp owners(%{structure: nil}, _key), do: []
-
-  defp owners(%{structure: structure}, key) do
-    HRW.owners(key, structure, 2)
+  defp view(state) do
+    event(state, {:view, HRW.Cluster.snapshot(ShardedStore.cluster()), now()})
   rescue
-    ArgumentError -> []
+    # The cluster's entry is gone (its server stopped): nothing to follow.
+    ArgumentError -> state
   end
 
-  # Pushes the pending keys, one message per target, without waiting (two replicas
-  # may push to each other); a target's keys stay pending until it acknowledges
-  # them, are sent again when it has not within @resend ms, and are dropped once it
-  # is no longer their owner.
-  defp push(state) do
-    pending =
-      for {key, targets} <- state.pending,
-          left = Enum.filter(targets, &(&1 in owners(state.snapshot, key))),
-          left != [],
-          into: %{},
-          do: {key, left}
-
-    now = System.monotonic_time(:millisecond)
-
-    inflight =
-      state.inflight
-      |> Enum.reject(fn {_target, {_ref, _keys, at}} -> now - at > @resend end)
-      |> Map.new()
-
-    by_target =
-      for {key, targets} <- pending,
-          target <- targets,
-          not Map.has_key?(inflight, target),
-          reduce: %{} do
-        acc -> Map.update(acc, target, [key], &[key | &1])
-      end
-
-    inflight =
-      Enum.reduce(by_target, inflight, fn {target, keys}, inflight ->
-        ref = make_ref()
-        GenServer.cast({__MODULE__, target}, {:handoff, self(), ref, Map.take(state.data, keys)})
-        Map.put(inflight, target, {ref, keys, now})
-      end)
-
-    finish_leave(%{state | pending: pending, inflight: inflight})
+  defp peers(state) do
+    {scope, group} = ShardedStore.group()
+    incarnations = for pid <- :pg.get_members(scope, group), do: {node(pid), pid}
+    event(state, {:peers, incarnations, now()})
   end
 
-  defp finish_leave(%{leaving: leaving} = state) when leaving in [nil, :left], do: state
+  defp event(state, event) do
+    {machine, effects} = Machine.step(state.machine, event)
+    carry_out(%{state | machine: machine}, effects)
+  end
 
-  defp finish_leave(%{leaving: {from, deadline}} = state) do
-    cond do
-      state.pending == %{} and node() not in state.snapshot.members ->
-        GenServer.reply(from, :ok)
-        %{state | leaving: :left}
-
-      System.monotonic_time(:millisecond) > deadline ->
-        GenServer.reply(from, {:error, :timeout})
-        %{state | leaving: :left}
-
-      true ->
+  defp carry_out(state, effects) do
+    Enum.reduce(effects, state, fn
+      {:reply, _}, state ->
         state
-    end
+
+      {:reply_to, from, reply}, state ->
+        reply(from, reply)
+        state
+
+      {:send, {:node, node}, {:handoff, _, _, _} = message}, state ->
+        GenServer.cast({__MODULE__, node}, message)
+        state
+
+      {:send, {:node, node}, message}, state ->
+        send({__MODULE__, node}, message)
+        state
+
+      {:send, {_node, pid}, message}, state when is_pid(pid) ->
+        send(pid, message)
+        state
+
+      {:send, _to, _message}, state ->
+        state
+
+      {:monitor, {_node, pid} = incarnation}, state when is_pid(pid) ->
+        %{state | monitors: Map.put(state.monitors, Process.monitor(pid), incarnation)}
+
+      {:monitor, _}, state ->
+        state
+
+      :leave_group, state ->
+        {scope, group} = ShardedStore.group()
+        _ = :pg.leave(scope, group, self())
+        state
+
+      {:dropped, event}, state ->
+        drop(state, event)
+    end)
   end
+
+  # Logged once per incarnation, counted always.
+  defp drop(%{dropped: 0} = state, message) do
+    Logger.warning(
+      "ShardedStore.Replica dropped a message of unknown shape: #{inspect(message, limit: 10)}"
+    )
+
+    %{state | dropped: 1}
+  end
+
+  defp drop(state, _message), do: %{state | dropped: state.dropped + 1}
+
+  defp now, do: System.monotonic_time(:millisecond)
 end
