@@ -162,10 +162,22 @@ defmodule Mix.HrwNative.SettingsTest do
   test "the real cargo, asked for a target it lacks, fails and installs nothing" do
     c = new_case(tmp_dir!())
     native = Path.expand("../../native", __DIR__)
-    opts = cross_opts(c, cargo: System.find_executable("cargo"))
+    # The task lets cargo's errors through to the terminal: here they go to a file,
+    # so a passing run prints none.
+    errors = Path.join(c.case_dir, "cargo-errors")
+    cargo = Path.join(c.case_dir, "cargo-quiet")
+
+    File.write!(
+      cargo,
+      "#!/bin/sh\nexec '#{System.find_executable("cargo")}' \"$@\" 2>'#{errors}'\n"
+    )
+
+    File.chmod!(cargo, 0o755)
+    opts = cross_opts(c, cargo: cargo)
     message = mix_error(fn -> HrwNative.obtain(native, c.dest, :prod, opts) end)
     assert message =~ "cargo build of hrw_nif failed"
     assert message =~ "--target #{@cross}"
+    assert File.read!(errors) =~ @cross
     refute File.exists?(c.dest)
   end
 end

@@ -3,6 +3,17 @@
 unless Node.alive?() do
   {_, 0} = System.cmd("epmd", ["-daemon"])
 
+  # `epmd -daemon` returns once it has forked, before the daemon listens: asked for
+  # its names until it answers (30 s at most), or a start right after it can find
+  # no epmd on a loaded machine (econnrefused, then `{:EXIT, :nodistribution}`).
+  :ok =
+    Enum.find_value(1..1500, {:error, "epmd does not answer"}, fn _ ->
+      case :erl_epmd.names() do
+        {:ok, _names} -> :ok
+        {:error, _} -> Process.sleep(20) && nil
+      end
+    end)
+
   {:ok, _} =
     :net_kernel.start(:"sharded_store_test_#{System.pid()}@127.0.0.1", %{
       name_domain: :longnames,
