@@ -63,6 +63,7 @@ fn with_call_ring<'a, T>(
 }
 
 fn owner_of_kind<'a>(
+    _env: Env<'a>,
     key: Term<'a>,
     nodes: Term<'a>,
     weighted: bool,
@@ -108,5 +109,5 @@ fn owners<'a>(
     )
 }
 
-nif!(list_owner => owner_of_kind(key, nodes, weighted));
-nif!(list_owners => owners(env, key, nodes, count, weighted));
+nif!("list_owner_normal", "list_owner_dirty", "list_owner_probe" => owner_of_kind(env, key, nodes, weighted));
+nif!("list_owners_normal", "list_owners_dirty", "list_owners_probe" => owners(env, key, nodes, count, weighted));

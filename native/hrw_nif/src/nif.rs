@@ -1,29 +1,27 @@
-//! The NIF wrapper: [`nif!`] declares every NIF of the library.
+//! The NIF wrapper: [`nif!`] declares every NIF of the library with
+//! `#[rustler::nif]`.
 //!
-//! `nif!(name => f(a, b))` registers the NIF `name`, which calls
-//! `f(a, b, &mut budget)` with its arguments decoded in order (each to the type `f`
-//! takes), on the caller's (normal) scheduler with `Budget::normal`. When `f` says
-//! the work would exceed that budget ([`Failure::NeedsDirty`]), the call is moved to
-//! a dirty CPU scheduler with `enif_schedule_nif`, where it runs again unlimited:
-//! the normal/dirty choice is made here, once, for every NIF.
-//!
-//! Test builds (feature `work-probes`, which MIX_ENV=test turns on) register two
-//! more NIFs per line, which no production build has:
-//! - `name_dirty`, the same on a dirty CPU scheduler from the start (the tests
-//!   compare the dirty walk's ids with the normal one's through `term_id_dirty`);
-//! - `name_probe`, the normal-scheduler version that reports, instead of its
+//! `nif!("name_normal", "name_dirty", "name_probe" => f(env, a, b))` declares,
+//! each calling `f(env, a, b, &mut budget)` with its
+//! arguments decoded in order (each to the type `f` takes):
+//! - `name_normal`, on the caller's (normal) scheduler, with `Budget::normal`.
+//!   When `f` says the work would exceed that budget ([`Failure::NeedsDirty`]),
+//!   it raises `:hrw_needs_dirty` having returned nothing;
+//! - `name_dirty`, the same on a dirty CPU scheduler (`schedule = "DirtyCpu"`),
+//!   unlimited. lib/hrw/native.ex's `name/arity` calls `name_normal` and, on
+//!   `:hrw_needs_dirty`, `name_dirty`: the normal/dirty choice is made there, once
+//!   for every NIF;
+//! - in test builds only (feature `work-probes`, which MIX_ENV=test turns on),
+//!   `name_probe`: the normal-scheduler version that reports, instead of its
 //!   result, how it ended and the work it charged and counted (`probe_report`;
 //!   test/hrw/budget_test.exs).
 //!
-//! `nif!(name => f(env, a))` passes the call's env first.
-//!
-//! The wrapper is written against `rustler::sys` directly, not `#[rustler::nif]`,
-//! whose per-call `Vec` of argument terms costs more than the ring and skeleton
-//! lookups it would wrap. Errors and panics are turned into exceptions by
-//! rustler's own runtime (`handle_nif_result`), as for its NIFs.
+//! Every `f` takes the call's env first (`nif!("name_normal", "name_dirty",
+//! "name_probe" => f(env, a, b))`): the env the NIFs bind is named by rustler's
+//! macro, which a `macro_rules!` can only meet by naming it in one place.
 //!
 //! Adding a NIF: one `nif!` line beside the function it wraps, and its name and
-//! arity in lib/hrw/native.ex (which declares the test builds' twins from them).
+//! arity in lib/hrw/native.ex (which declares its stubs and the dispatch).
 
 #[cfg(feature = "work-probes")]
 use crate::{budget::Outcome, errors::Failure};
@@ -85,153 +83,40 @@ fn sub_binary_layout(on: bool) -> bool {
     crate::bits::layout_of(major) != crate::bits::layout_of(None)
 }
 
-/// Declares the NIF `name` of `f`, and in test builds `name_dirty` and
-/// `name_probe` (see the module documentation).
+/// Declares the NIFs `name_normal`, `name_dirty` and, in test builds,
+/// `name_probe` of `f` (see the module documentation). The three names are
+/// written out: `#[rustler::nif(name = ...)]` takes a string literal only.
 macro_rules! nif {
-    ($name:ident => $f:ident $(::<$g:ty>)? (env $(, $arg:ident)*)) => {
-        $crate::nif::nif!(@all $name, env, [env,] $f $(::<$g>)? ($($arg),*));
-    };
-    ($name:ident => $f:ident $(::<$g:ty>)? ($($arg:ident),*)) => {
-        $crate::nif::nif!(@all $name, env, [] $f $(::<$g>)? ($($arg),*));
-    };
-    // `f`'s arguments decoded from `args` (a return from the enclosing closure
-    // when one does not decode), then `f` called with them and `budget`.
-    (@call $e:ident, $args:ident, $budget:expr, [$($pass:ident,)?] $f:ident $(::<$g:ty>)? ($($arg:ident),*)) => {{
-        let mut _next = $args.iter();
-        $(
-            let $arg = match _next.next() {
-                // SAFETY: an argument term of this call, valid in its env.
-                Some(&raw) => unsafe { rustler::Term::new($e, raw) }.decode()?,
-                None => return Err(rustler::Error::BadArg),
-            };
-        )*
-        $f $(::<$g>)? ($($pass,)? $($arg,)* $budget)
-    }};
-    (@all $name:ident, $e:ident, [$($pass:ident,)?] $f:ident $(::<$g:ty>)? ($($arg:ident),*)) => {
+    ($normal:literal, $dirty:literal, $probe:literal => $f:ident $(::<$g:ty>)? (env $(, $arg:ident)*)) => {
+        // Each NIF takes its arguments as terms and decodes them itself, each to
+        // the type `f` takes (a failed decoding raises `ArgumentError`).
         const _: () = {
-            use rustler::codegen_runtime::{c_char, c_int, c_uint, handle_nif_result, inventory};
-            use rustler::sys::{ErlNifEnv, ErlNifTerm};
+            use rustler::{Encoder, Env, NifResult, Term};
 
-            const NAME: &str = concat!(stringify!($name), "\0");
-            const DIRTY: &str = concat!(stringify!($name), "_dirty\0");
-            #[cfg(feature = "work-probes")]
-            const PROBE: &str = concat!(stringify!($name), "_probe\0");
-            const ARITY: c_uint = [$(stringify!($arg)),*].len() as c_uint;
-
-            // Each function below is called by the VM (or by `enif_schedule_nif`)
-            // with a valid env and `argc` terms at `argv` (the registered arity),
-            // all valid for the call.
-
-            /// On the caller's scheduler; moved to `dirty` when over budget.
-            unsafe extern "C" fn normal(
-                nif_env: *mut ErlNifEnv,
-                argc: c_int,
-                argv: *const ErlNifTerm,
-            ) -> ErlNifTerm {
-                let lifetime = ();
-                // SAFETY: the VM's env of this call; `lifetime` stands for the call.
-                let $e = unsafe { rustler::Env::new(&lifetime, nif_env) };
-                // SAFETY: `argc` terms at `argv`, valid for the call.
-                let args = unsafe { std::slice::from_raw_parts(argv, argc.max(0) as usize) };
-                // The answer is encoded inside the closure: the success path then
-                // returns the raw term as it is, and only errors and panics go
-                // through rustler's `handle_nif_result`.
-                let result = std::panic::catch_unwind(move || {
-                    let mut budget = $crate::budget::Budget::normal();
-                    let outcome = $crate::nif::nif!(@call $e, args, &mut budget, [$($pass,)?] $f $(::<$g>)? ($($arg),*));
-                    $crate::budget::report_timeslice($e, &budget);
-                    match outcome {
-                        Ok(value) => Ok(Some(rustler::Encoder::encode(&value, $e).as_c_arg())),
-                        Err($crate::errors::Failure::NeedsDirty) => Ok(None),
-                        Err(failure) => Err(rustler::Error::from(failure)),
-                    }
-                });
-                let result: std::thread::Result<rustler::NifResult<rustler::Term>> = match result {
-                    Ok(Ok(Some(raw))) => return raw,
-                    Ok(Ok(None)) => {
-                        // SAFETY: this call's env and its own arguments, valid for the
-                        // rescheduled call, which reads `argc` of them.
-                        return unsafe {
-                            rustler::sys::enif_schedule_nif(
-                                nif_env,
-                                DIRTY.as_ptr() as *const c_char,
-                                rustler::sys::ERL_NIF_DIRTY_JOB_CPU_BOUND as c_int,
-                                dirty,
-                                argc,
-                                argv,
-                            )
-                        };
-                    }
-                    Ok(Err(error)) => Ok(Err(error)),
-                    Err(panic) => Err(panic),
-                };
-                // SAFETY: `result` belongs to this call's env.
-                unsafe { handle_nif_result(result, $e).apply($e) }
+            #[rustler::nif(name = $normal)]
+            fn normal<'a>(env: Env<'a>, $($arg: Term<'a>),*) -> NifResult<Term<'a>> {
+                let mut budget = $crate::budget::Budget::normal();
+                let outcome = $f $(::<$g>)? (env, $($arg.decode()?,)* &mut budget);
+                $crate::budget::report_timeslice(env, &budget);
+                Ok(outcome?.encode(env))
             }
 
-            /// On a dirty CPU scheduler, unlimited.
-            unsafe extern "C" fn dirty(
-                nif_env: *mut ErlNifEnv,
-                argc: c_int,
-                argv: *const ErlNifTerm,
-            ) -> ErlNifTerm {
-                let lifetime = ();
-                // SAFETY: the VM's env of this call; `lifetime` stands for the call.
-                let $e = unsafe { rustler::Env::new(&lifetime, nif_env) };
-                // SAFETY: `argc` terms at `argv`, valid for the call.
-                let args = unsafe { std::slice::from_raw_parts(argv, argc.max(0) as usize) };
-                let result = std::panic::catch_unwind(move || {
-                    let mut budget = $crate::budget::Budget::dirty();
-                    $crate::nif::dirty_ran();
-                    let outcome = $crate::nif::nif!(@call $e, args, &mut budget, [$($pass,)?] $f $(::<$g>)? ($($arg),*));
-                    Ok::<_, rustler::Error>(outcome?)
-                });
-                // SAFETY: `result` belongs to this call's env.
-                unsafe { handle_nif_result(result, $e).apply($e) }
+            #[rustler::nif(name = $dirty, schedule = "DirtyCpu")]
+            fn dirty<'a>(env: Env<'a>, $($arg: Term<'a>),*) -> NifResult<Term<'a>> {
+                $crate::nif::dirty_ran();
+                let mut budget = $crate::budget::Budget::dirty();
+                let outcome = $f $(::<$g>)? (env, $($arg.decode()?,)* &mut budget);
+                Ok(outcome?.encode(env))
             }
 
-            /// The normal-scheduler version's report (see `probe_report`).
             #[cfg(feature = "work-probes")]
-            unsafe extern "C" fn probe(
-                nif_env: *mut ErlNifEnv,
-                argc: c_int,
-                argv: *const ErlNifTerm,
-            ) -> ErlNifTerm {
-                let lifetime = ();
-                // SAFETY: the VM's env of this call; `lifetime` stands for the call.
-                let $e = unsafe { rustler::Env::new(&lifetime, nif_env) };
-                // SAFETY: `argc` terms at `argv`, valid for the call.
-                let args = unsafe { std::slice::from_raw_parts(argv, argc.max(0) as usize) };
-                let result = std::panic::catch_unwind(move || {
-                    $crate::nif::probe_start();
-                    let mut budget = $crate::budget::Budget::normal();
-                    let outcome = $crate::nif::nif!(@call $e, args, &mut budget, [$($pass,)?] $f $(::<$g>)? ($($arg),*));
-                    Ok::<_, rustler::Error>($crate::nif::probe_report($e, outcome))
-                });
-                // SAFETY: `result` belongs to this call's env.
-                unsafe { handle_nif_result(result, $e).apply($e) }
+            #[rustler::nif(name = $probe)]
+            fn probe<'a>(env: Env<'a>, $($arg: Term<'a>),*) -> NifResult<Term<'a>> {
+                $crate::nif::probe_start();
+                let mut budget = $crate::budget::Budget::normal();
+                let outcome = $f $(::<$g>)? (env, $($arg.decode()?,)* &mut budget);
+                Ok($crate::nif::probe_report(env, outcome))
             }
-
-            inventory::submit!(rustler::Nif {
-                name: NAME.as_ptr() as *const c_char,
-                arity: ARITY,
-                flags: 0,
-                raw_func: normal,
-            });
-            #[cfg(feature = "work-probes")]
-            inventory::submit!(rustler::Nif {
-                name: DIRTY.as_ptr() as *const c_char,
-                arity: ARITY,
-                flags: rustler::sys::ERL_NIF_DIRTY_JOB_CPU_BOUND as c_uint,
-                raw_func: dirty,
-            });
-            #[cfg(feature = "work-probes")]
-            inventory::submit!(rustler::Nif {
-                name: PROBE.as_ptr() as *const c_char,
-                arity: ARITY,
-                flags: 0,
-                raw_func: probe,
-            });
         };
     };
 }

@@ -706,18 +706,18 @@ impl Drop for MapEntries<'_, '_> {
 // 6. The NIFs
 
 /// The canonical id of any term (docs/HASHING.md); exposed for users and tests.
-fn id_of(term: Term, budget: &mut Budget) -> Outcome<u64> {
+fn id_of(_env: Env, term: Term, budget: &mut Budget) -> Outcome<u64> {
     term_id(term, budget)
 }
 
 /// The N3 score of `node` for `key`: `HRW.owner/2` picks the node maximising it.
-fn score_of(key: Term, node: Term, budget: &mut Budget) -> Outcome<u64> {
+fn score_of(_env: Env, key: Term, node: Term, budget: &mut Budget) -> Outcome<u64> {
     let k = n3::prep(term_id(key, budget)?);
     Ok(n3::score(k, term_id(node, budget)?))
 }
 
-nif!(term_id => id_of(term));
-nif!(score => score_of(key, node));
+nif!("term_id_normal", "term_id_dirty", "term_id_probe" => id_of(env, term));
+nif!("score_normal", "score_dirty", "score_probe" => score_of(env, key, node));
 
 // ---------------------------------------------------------------------------
 // 7. The atom cache
