@@ -1,30 +1,29 @@
 defmodule HRW.NativeExportsTest do
   # What each build of the NIF library exports. A production build (a consumer's
   # build from source, the release archives) has the NIFs lib/ calls and nothing
-  # else: for each function `name` of HRW.Native, `name_normal` and `name_dirty`;
-  # a test build adds each one's `_probe` twin, `dirty_runs/0` and
-  # `sub_binary_layout/1`, which the budget and term-id tests read.
+  # else; a test build adds each NIF's `_dirty` and `_probe` twins and
+  # `dirty_runs/0`, which the budget and term-id tests read.
   use ExUnit.Case, async: false
 
-  # The functions of `HRW.Native` that lib/ calls: each runs a NIF `name_normal`.
-  defp functions do
-    exports = HRW.Native.__info__(:functions)
-    for {name, arity} <- exports, {:"#{name}_normal", arity} in exports, do: {name, arity}
-  end
+  @twin ~r/_(dirty|probe)\z/
 
-  # The NIFs of every build.
+  # The functions of `HRW.Native` that are NIFs in every build.
   defp production_nifs do
-    for {name, arity} <- functions(), twin <- ["normal", "dirty"], do: {:"#{name}_#{twin}", arity}
+    for {name, arity} <- HRW.Native.__info__(:functions),
+        name not in [:load_nif, :dirty_runs, :sub_binary_layout],
+        not Regex.match?(@twin, Atom.to_string(name)),
+        do: {name, arity}
   end
 
   describe "a test build" do
     @describetag skip: HRW.TestBuild.without_work_probes()
 
-    test "has a normal, a dirty and a probe NIF of every function, the dirty-run count and the layout switch" do
+    test "has a dirty and a probe twin of every NIF, the dirty-run count and the layout switch" do
       exports = HRW.Native.__info__(:functions)
-      assert length(functions()) == 15
+      nifs = production_nifs()
+      assert length(nifs) == 15
 
-      for {name, arity} <- functions(), twin <- ["normal", "dirty", "probe"] do
+      for {name, arity} <- nifs, twin <- ["dirty", "probe"] do
         assert {:"#{name}_#{twin}", arity} in exports
       end
 
@@ -83,9 +82,9 @@ defmodule HRW.NativeExportsTest do
       # The same VM refuses it when the module lacks one of its NIFs: the check
       # above can fail.
       assert {{:error, {:bad_lib, message}}, _} =
-               run_in_fresh_vm(so, production_nifs() -- [term_id_dirty: 1], keys)
+               run_in_fresh_vm(so, production_nifs() -- [term_id: 1], keys)
 
-      assert List.to_string(message) =~ "Elixir.HRW.Native':term_id_dirty/1"
+      assert List.to_string(message) =~ "Elixir.HRW.Native':term_id/1"
     end
   end
 
@@ -108,7 +107,7 @@ defmodule HRW.NativeExportsTest do
     end
     result =
       case :persistent_term.get(:loaded) do
-        :ok -> {:ok, Enum.map(#{inspect(keys)}, &HRW.Native.term_id_normal/1)}
+        :ok -> {:ok, Enum.map(#{inspect(keys)}, &HRW.Native.term_id/1)}
         error -> {error, nil}
       end
     IO.write(:erlang.term_to_binary(result) |> Base.encode64())

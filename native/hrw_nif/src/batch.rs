@@ -403,6 +403,6 @@ fn moves<'a>(
     make_list(env, &out)
 }
 
-nif!("batch_owners_normal", "batch_owners_dirty", "batch_owners_probe" => owners(env, keys, target, threads));
-nif!("batch_groups_normal", "batch_groups_dirty", "batch_groups_probe" => groups(env, keys, target, threads));
-nif!("batch_moves_normal", "batch_moves_dirty", "batch_moves_probe" => moves(env, keys, before, later, threads));
+nif!(BATCH_OWNERS: "batch_owners" => owners(env, keys, target, threads));
+nif!(BATCH_GROUPS: "batch_groups" => groups(env, keys, target, threads));
+nif!(BATCH_MOVES: "batch_moves" => moves(env, keys, before, later, threads));

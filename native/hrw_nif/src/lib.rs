@@ -18,8 +18,8 @@
 //! | `batch`, `bounded` | many keys in one call |
 //! | `init` | the library's entry (load and upgrade callbacks) |
 //!
-//! Every NIF is declared by one `nif!` line beside the function it wraps (nif.rs);
-//! lib/hrw/native.ex holds its stubs.
+//! Every NIF is declared by one `nif!` line beside the function it wraps (nif.rs)
+//! and listed in init.rs's function table; lib/hrw/native.ex holds its stubs.
 
 mod batch;
 mod bits;
@@ -39,84 +39,49 @@ mod term_id;
 mod tuple_view;
 mod weighted;
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 
-// The library's entry (`nif_init`, with load and upgrade callbacks) is in init.rs.
+// The library's entry (`nif_init`, with load and upgrade callbacks, and the
+// function table) is in init.rs.
 
-/// Rust allocations of the NIF: small blocks from the system allocator, larger
-/// ones from the VM's.
-///
-/// Small: rustler's NIF wrapper allocates the call's argument list on every call
-/// (`#[rustler::nif]`), and `enif_alloc` takes a lock to allocate and another to
-/// free, which cost more than a ring lookup; the system allocator keeps small
-/// blocks in a per-thread cache.
-///
-/// Larger (term walks, node lists, batches): the VM's allocator keeps freed
-/// carriers for reuse: with the system allocator every build of thousands of
-/// nodes maps fresh pages for its buffers and faults them in. `realloc` grows such
-/// a block in place through `enif_realloc` (rustler's `EnifAllocator` would
-/// allocate, copy and free, which made every growing vector copy itself).
+/// Rust allocations of the NIF (term walks, node lists, batches) come from the VM's
+/// allocator, which keeps freed carriers for reuse: with the system allocator every
+/// build of thousands of nodes maps fresh pages for its buffers and faults them in.
 #[global_allocator]
-static ALLOCATOR: SplitAllocator = SplitAllocator;
+static ALLOCATOR: VmAllocator = VmAllocator;
 
-struct SplitAllocator;
-
-/// Largest block taken from the system allocator.
-const SMALL: usize = 256;
+/// `rustler::EnifAllocator`, plus a `realloc` that grows in place through
+/// `enif_realloc` (rustler's falls back to allocate, copy and free, which made
+/// every growing vector copy itself).
+struct VmAllocator;
 
 /// The alignment `enif_alloc` guarantees (as rustler's allocator assumes).
 const VM_ALIGN: usize = 8;
 
-fn small(size: usize) -> bool {
-    size <= SMALL
-}
-
-// SAFETY: a block of `size <= SMALL` comes from `System` and goes back to it (its
-// layout, passed to `dealloc` and `realloc`, says so); a larger one comes from
-// `EnifAllocator` (alloc) or from `enif_realloc` of such a block with an alignment
-// `enif_alloc` already guarantees, and goes back through `EnifAllocator`
-// (dealloc), which frees either kind with `enif_free`. A `realloc` across the
-// threshold moves the block from one allocator to the other.
-unsafe impl GlobalAlloc for SplitAllocator {
+// SAFETY: every block comes from `EnifAllocator` (alloc) or from `enif_realloc` of
+// such a block with an alignment `enif_alloc` already guarantees, and goes back
+// through `EnifAllocator` (dealloc), which frees either kind with `enif_free`.
+unsafe impl GlobalAlloc for VmAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: forwarded with the caller's guarantees.
-        unsafe {
-            if small(layout.size()) {
-                System.alloc(layout)
-            } else {
-                rustler::EnifAllocator.alloc(layout)
-            }
-        }
+        unsafe { rustler::EnifAllocator.alloc(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded with the caller's guarantees, to the allocator that
-        // `alloc` (or `realloc`) took the block from for this size.
-        unsafe {
-            if small(layout.size()) {
-                System.dealloc(ptr, layout)
-            } else {
-                rustler::EnifAllocator.dealloc(ptr, layout)
-            }
-        }
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { rustler::EnifAllocator.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        match (small(layout.size()), small(new_size)) {
-            // SAFETY: a `System` block staying one.
-            (true, true) => return unsafe { System.realloc(ptr, layout, new_size) },
-            (false, false) if layout.align() <= VM_ALIGN => {
-                // SAFETY: `ptr` was allocated by `enif_alloc` (alignment ≤ 8 takes
-                // that path in `EnifAllocator`) with `layout`; `enif_realloc` keeps
-                // the contents up to the smaller size, and its result is freed by
-                // `enif_free` like any block of `enif_alloc`.
-                return unsafe { rustler::sys::enif_realloc(ptr.cast(), new_size) }.cast();
-            }
-            _ => {}
+        if layout.align() <= VM_ALIGN {
+            // SAFETY: `ptr` was allocated by `enif_alloc` (alignment ≤ 8 takes that
+            // path in `EnifAllocator`) with `layout`; `enif_realloc` keeps the
+            // contents up to the smaller size, and its result is freed by
+            // `enif_free` like any block of `enif_alloc`.
+            return unsafe { rustler::sys::enif_realloc(ptr.cast(), new_size) }.cast();
         }
         // SAFETY: as `GlobalAlloc::realloc`'s default: a new block of the same
-        // alignment (from the allocator of its size), the old contents copied, the
-        // old block freed to the allocator of its own size.
+        // alignment, the old contents copied, the old block freed.
         unsafe {
             let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
             let new = self.alloc(new_layout);

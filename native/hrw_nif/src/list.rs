@@ -109,5 +109,5 @@ fn owners<'a>(
     )
 }
 
-nif!("list_owner_normal", "list_owner_dirty", "list_owner_probe" => owner_of_kind(env, key, nodes, weighted));
-nif!("list_owners_normal", "list_owners_dirty", "list_owners_probe" => owners(env, key, nodes, count, weighted));
+nif!(LIST_OWNER: "list_owner" => owner_of_kind(env, key, nodes, weighted));
+nif!(LIST_OWNERS: "list_owners" => owners(env, key, nodes, count, weighted));

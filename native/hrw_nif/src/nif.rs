@@ -1,27 +1,36 @@
-//! The NIF wrapper: [`nif!`] declares every NIF of the library with
-//! `#[rustler::nif]`.
+//! The NIF wrapper: [`nif!`] declares every NIF of the library.
 //!
-//! `nif!("name_normal", "name_dirty", "name_probe" => f(env, a, b))` declares,
-//! each calling `f(env, a, b, &mut budget)` with its
-//! arguments decoded in order (each to the type `f` takes):
-//! - `name_normal`, on the caller's (normal) scheduler, with `Budget::normal`.
-//!   When `f` says the work would exceed that budget ([`Failure::NeedsDirty`]),
-//!   it raises `:hrw_needs_dirty` having returned nothing;
-//! - `name_dirty`, the same on a dirty CPU scheduler (`schedule = "DirtyCpu"`),
-//!   unlimited. lib/hrw/native.ex's `name/arity` calls `name_normal` and, on
-//!   `:hrw_needs_dirty`, `name_dirty`: the normal/dirty choice is made there, once
-//!   for every NIF;
-//! - in test builds only (feature `work-probes`, which MIX_ENV=test turns on),
-//!   `name_probe`: the normal-scheduler version that reports, instead of its
+//! `nif!(NAME: "name" => f(env, a, b))` declares the NIF `name`, which calls
+//! `f(env, a, b, &mut budget)` with its arguments decoded in order (each to the
+//! type `f` takes), on the caller's (normal) scheduler with `Budget::normal`. When
+//! `f` says the work would exceed that budget ([`Failure::NeedsDirty`]), the call
+//! is moved to a dirty CPU scheduler with `enif_schedule_nif` (erl_nif), where it
+//! runs again unlimited: the normal/dirty choice is made here, once, for every
+//! NIF. `NAME` is the NIF's entry (or, in test builds, entries) for the library's
+//! function table (init.rs lists them all).
+//!
+//! Test builds (feature `work-probes`, which MIX_ENV=test turns on) register two
+//! more NIFs per line, which no production build has:
+//! - `name_dirty`, the same on a dirty CPU scheduler from the start (the tests
+//!   compare the dirty walk's ids with the normal one's through `term_id_dirty`);
+//! - `name_probe`, the normal-scheduler version that reports, instead of its
 //!   result, how it ended and the work it charged and counted (`probe_report`;
 //!   test/hrw/budget_test.exs).
 //!
-//! Every `f` takes the call's env first (`nif!("name_normal", "name_dirty",
-//! "name_probe" => f(env, a, b))`): the env the NIFs bind is named by rustler's
-//! macro, which a `macro_rules!` can only meet by naming it in one place.
+//! Why not `#[rustler::nif]`: the function it generates collects the call's
+//! arguments into a `Vec` (an allocation and a free on every call) and passes the
+//! result through two `catch_unwind`s and rustler's `NifReturned`; measured
+//! against this wrapper (bench/native_ab.sh, both built in one sitting) it made
+//! `HRW.term_id/1` of an integer ~30 ns (~50%) slower and a ring lookup ~20%
+//! slower, more than the 10% of a lookup the project allows a non-public path.
+//! It also cannot hand an over-budget call to a dirty scheduler itself: the
+//! function `enif_schedule_nif` needs is not reachable. So this macro writes the
+//! C entry points with rustler's public pieces only (`rustler::sys`, `Env::new`,
+//! `Term::new`, `Decoder`, `Encoder`); errors and panics become exceptions here.
 //!
-//! Adding a NIF: one `nif!` line beside the function it wraps, and its name and
-//! arity in lib/hrw/native.ex (which declares its stubs and the dispatch).
+//! Adding a NIF: one `nif!` line beside the function it wraps, its entry in
+//! init.rs's table, and its stub in lib/hrw/native.ex (which declares the test
+//! builds' twins from its list).
 
 #[cfg(feature = "work-probes")]
 use crate::{budget::Outcome, errors::Failure};
@@ -65,59 +74,277 @@ pub fn dirty_ran() {
     DIRTY_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The number of dirty runs so far (test builds only).
+/// Test builds: the test hooks' NIFs (`dirty_runs/0`, `sub_binary_layout/1`).
 #[cfg(feature = "work-probes")]
-#[rustler::nif]
-fn dirty_runs() -> u64 {
-    DIRTY_RUNS.load(std::sync::atomic::Ordering::Relaxed)
+pub mod hooks {
+    use crate::budget::{Budget, Outcome};
+    use rustler::Env;
+
+    /// The number of dirty runs so far.
+    fn dirty_runs(_env: Env, _budget: &mut Budget) -> Outcome<u64> {
+        Ok(super::DIRTY_RUNS.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Reads the sub-binary layout of this VM (`true`), or runs as on a VM whose
+    /// layout is not known (`false`: the fallback); answers whether a size is now
+    /// read (bits.rs; test/hrw/budget_test.exs).
+    fn sub_binary_layout(_env: Env, on: bool, _budget: &mut Budget) -> Outcome<bool> {
+        let major = if on { crate::init::erts_major() } else { None };
+        crate::bits::force(major);
+        Ok(crate::bits::layout_of(major) != crate::bits::layout_of(None))
+    }
+
+    super::nif!(plain DIRTY_RUNS: "dirty_runs" => dirty_runs(env));
+    super::nif!(plain SUB_BINARY_LAYOUT: "sub_binary_layout" => sub_binary_layout(env, on));
 }
 
-/// Test builds: reads the sub-binary layout of this VM (`true`), or runs as on a
-/// VM whose layout is not known (`false`: the fallback); answers whether a size is
-/// now read (bits.rs; test/hrw/budget_test.exs).
-#[cfg(feature = "work-probes")]
-#[rustler::nif]
-fn sub_binary_layout(on: bool) -> bool {
-    let major = if on { crate::init::erts_major() } else { None };
-    crate::bits::force(major);
-    crate::bits::layout_of(major) != crate::bits::layout_of(None)
+/// A failed call as the exception it raises in the calling process: a decoding
+/// error is `badarg` (`ArgumentError`), a panic the atom `:nif_panicked`, and a
+/// [`Failure`] what errors.rs makes of it.
+///
+/// # Safety
+/// `env` is the env of the running NIF call.
+pub unsafe fn raise(env: rustler::Env, failure: Failed) -> rustler::sys::ErlNifTerm {
+    use rustler::sys::{enif_make_badarg, enif_raise_exception};
+    use rustler::Encoder;
+    mod atoms {
+        rustler::atoms! { nif_panicked }
+    }
+    let reason = match failure {
+        Failed::Decode => return unsafe { enif_make_badarg(env.as_c_arg()) },
+        Failed::Panic => atoms::nif_panicked().encode(env),
+        Failed::Failure(failure) => failure.reason(env),
+    };
+    // SAFETY: the caller's env, and a term of it.
+    unsafe { enif_raise_exception(env.as_c_arg(), reason.as_c_arg()) }
 }
 
-/// Declares the NIFs `name_normal`, `name_dirty` and, in test builds,
-/// `name_probe` of `f` (see the module documentation). The three names are
-/// written out: `#[rustler::nif(name = ...)]` takes a string literal only.
+/// Why a call failed (see [`raise`]).
+pub enum Failed {
+    Decode,
+    Panic,
+    Failure(crate::errors::Failure),
+}
+
+impl From<crate::errors::Failure> for Failed {
+    fn from(failure: crate::errors::Failure) -> Failed {
+        Failed::Failure(failure)
+    }
+}
+
+impl From<rustler::Error> for Failed {
+    fn from(_: rustler::Error) -> Failed {
+        Failed::Decode
+    }
+}
+
+/// Declares the NIF `name` of `f` as `NAME` (its function-table entries), and in
+/// test builds `name_dirty` and `name_probe` (see the module documentation).
+/// `nif!(plain NAME: "name" => f(env, ...))` declares `name` alone, run as a
+/// normal call without the dirty move (the test hooks).
 macro_rules! nif {
-    ($normal:literal, $dirty:literal, $probe:literal => $f:ident $(::<$g:ty>)? (env $(, $arg:ident)*)) => {
-        // Each NIF takes its arguments as terms and decodes them itself, each to
-        // the type `f` takes (a failed decoding raises `ArgumentError`).
-        const _: () = {
-            use rustler::{Encoder, Env, NifResult, Term};
+    (plain $table:ident: $name:literal => $f:ident (env $(, $arg:ident)*)) => {
+        pub const $table: &[rustler::sys::ErlNifFunc] = {
+            use rustler::sys::{c_int, ErlNifEnv, ErlNifFunc, ErlNifTerm};
 
-            #[rustler::nif(name = $normal)]
-            fn normal<'a>(env: Env<'a>, $($arg: Term<'a>),*) -> NifResult<Term<'a>> {
-                let mut budget = $crate::budget::Budget::normal();
-                let outcome = $f $(::<$g>)? (env, $($arg.decode()?,)* &mut budget);
-                $crate::budget::report_timeslice(env, &budget);
-                Ok(outcome?.encode(env))
+            /// # Safety
+            /// Called by the VM with a valid env and `argc` terms at `argv`.
+            unsafe extern "C" fn normal(
+                nif_env: *mut ErlNifEnv,
+                argc: c_int,
+                argv: *const ErlNifTerm,
+            ) -> ErlNifTerm {
+                $crate::nif::nif!(@body nif_env, argc, argv, env, budget,
+                    $crate::budget::Budget::normal(), {},
+                    |outcome: $crate::budget::Outcome<_>| Ok(rustler::Encoder::encode(&outcome?, env)),
+                    $f ($($arg),*))
             }
 
-            #[rustler::nif(name = $dirty, schedule = "DirtyCpu")]
-            fn dirty<'a>(env: Env<'a>, $($arg: Term<'a>),*) -> NifResult<Term<'a>> {
-                $crate::nif::dirty_ran();
-                let mut budget = $crate::budget::Budget::dirty();
-                let outcome = $f $(::<$g>)? (env, $($arg.decode()?,)* &mut budget);
-                Ok(outcome?.encode(env))
-            }
-
-            #[cfg(feature = "work-probes")]
-            #[rustler::nif(name = $probe)]
-            fn probe<'a>(env: Env<'a>, $($arg: Term<'a>),*) -> NifResult<Term<'a>> {
-                $crate::nif::probe_start();
-                let mut budget = $crate::budget::Budget::normal();
-                let outcome = $f $(::<$g>)? (env, $($arg.decode()?,)* &mut budget);
-                Ok($crate::nif::probe_report(env, outcome))
-            }
+            &[ErlNifFunc {
+                name: concat!($name, "\0").as_ptr().cast(),
+                arity: <[&str]>::len(&[$(stringify!($arg)),*]) as u32,
+                function: normal,
+                flags: 0,
+            }]
         };
+    };
+    ($table:ident: $name:literal => $f:ident $(::<$g:ty>)? (env $(, $arg:ident)*)) => {
+        pub const $table: &[rustler::sys::ErlNifFunc] = {
+            use rustler::sys::{c_int, ErlNifEnv, ErlNifFunc, ErlNifTerm};
+
+            const DIRTY: &str = concat!($name, "_dirty\0");
+            const ARITY: u32 = <[&str]>::len(&[$(stringify!($arg)),*]) as u32;
+            const DIRTY_CPU: u32 = rustler::sys::ERL_NIF_DIRTY_JOB_CPU_BOUND as u32;
+
+            // Each function below is called by the VM (or by `enif_schedule_nif`)
+            // with a valid env and `argc` terms at `argv` (the registered arity),
+            // all valid for the call.
+
+            /// On the caller's scheduler; moved to `dirty` when over budget.
+            unsafe extern "C" fn normal(
+                nif_env: *mut ErlNifEnv,
+                argc: c_int,
+                argv: *const ErlNifTerm,
+            ) -> ErlNifTerm {
+                $crate::nif::nif!(@body nif_env, argc, argv, env, budget,
+                    $crate::budget::Budget::normal(), {},
+                    |outcome: $crate::budget::Outcome<_>| {
+                        $crate::budget::report_timeslice(env, &budget);
+                        match outcome {
+                            Ok(value) => Ok(Some(rustler::Encoder::encode(&value, env))),
+                            Err($crate::errors::Failure::NeedsDirty) => Ok(None),
+                            Err(failure) => Err($crate::nif::Failed::from(failure)),
+                        }
+                    },
+                    $f $(::<$g>)? ($($arg),*), reschedule)
+            }
+
+            /// On a dirty CPU scheduler, unlimited.
+            unsafe extern "C" fn dirty(
+                nif_env: *mut ErlNifEnv,
+                argc: c_int,
+                argv: *const ErlNifTerm,
+            ) -> ErlNifTerm {
+                $crate::nif::nif!(@body nif_env, argc, argv, env, budget,
+                    $crate::budget::Budget::dirty(), $crate::nif::dirty_ran(),
+                    |outcome: $crate::budget::Outcome<_>| Ok(rustler::Encoder::encode(&outcome?, env)),
+                    $f $(::<$g>)? ($($arg),*))
+            }
+
+            /// The normal-scheduler version's report (see `probe_report`).
+            #[cfg(feature = "work-probes")]
+            unsafe extern "C" fn probe(
+                nif_env: *mut ErlNifEnv,
+                argc: c_int,
+                argv: *const ErlNifTerm,
+            ) -> ErlNifTerm {
+                $crate::nif::nif!(@body nif_env, argc, argv, env, budget,
+                    $crate::budget::Budget::normal(), $crate::nif::probe_start(),
+                    |outcome| Ok::<_, $crate::nif::Failed>($crate::nif::probe_report(env, outcome)),
+                    $f $(::<$g>)? ($($arg),*))
+            }
+
+            /// Moves the call to `dirty`.
+            ///
+            /// # Safety
+            /// The env and arguments of a running normal call of this NIF.
+            unsafe fn reschedule(
+                nif_env: *mut ErlNifEnv,
+                argc: c_int,
+                argv: *const ErlNifTerm,
+            ) -> ErlNifTerm {
+                // SAFETY: this call's env and its own arguments, valid for the
+                // rescheduled call, which reads `argc` of them.
+                unsafe {
+                    rustler::sys::enif_schedule_nif(
+                        nif_env,
+                        DIRTY.as_ptr().cast(),
+                        DIRTY_CPU as c_int,
+                        dirty,
+                        argc,
+                        argv,
+                    )
+                }
+            }
+
+            #[cfg(not(feature = "work-probes"))]
+            const ENTRIES: &[ErlNifFunc] = &[ErlNifFunc {
+                name: concat!($name, "\0").as_ptr().cast(),
+                arity: ARITY,
+                function: normal,
+                flags: 0,
+            }];
+            #[cfg(feature = "work-probes")]
+            const ENTRIES: &[ErlNifFunc] = &[
+                ErlNifFunc {
+                    name: concat!($name, "\0").as_ptr().cast(),
+                    arity: ARITY,
+                    function: normal,
+                    flags: 0,
+                },
+                ErlNifFunc {
+                    name: DIRTY.as_ptr().cast(),
+                    arity: ARITY,
+                    function: dirty,
+                    flags: DIRTY_CPU,
+                },
+                ErlNifFunc {
+                    name: concat!($name, "_probe\0").as_ptr().cast(),
+                    arity: ARITY,
+                    function: probe,
+                    flags: 0,
+                },
+            ];
+            ENTRIES
+        };
+    };
+    // The body of an entry point: the env and arguments, `f` called with them
+    // (decoded) and `budget` (after `before`), its outcome passed to `answer`
+    // (a `Result` of the answer term, or of `None` to reschedule) inside a
+    // `catch_unwind`; a failure raised, `None` handed to `reschedule`.
+    (@body $nif_env:ident, $argc:ident, $argv:ident, $e:ident, $budget:ident, $new:expr, $before:expr,
+        $answer:expr, $f:ident $(::<$g:ty>)? ($($arg:ident),*) $(, $reschedule:ident)?) => {{
+        let lifetime = ();
+        // SAFETY: the VM's env of this call; `lifetime` stands for the call.
+        let $e = unsafe { rustler::Env::new(&lifetime, $nif_env) };
+        // SAFETY: `argc` terms at `argv`, valid for the call.
+        let args = unsafe { std::slice::from_raw_parts($argv, $argc.max(0) as usize) };
+        let result = std::panic::catch_unwind(move || {
+            let mut _next = args.iter();
+            $(
+                let $arg = match _next.next() {
+                    // SAFETY: an argument term of this call, valid in its env.
+                    Some(&raw) => unsafe { rustler::Term::new($e, raw) }.decode()?,
+                    None => return Err($crate::nif::Failed::Decode),
+                };
+            )*
+            let mut $budget = $new;
+            $before;
+            let outcome = $f $(::<$g>)? ($e, $($arg,)* &mut $budget);
+            ($answer)(outcome).map(|answer| $crate::nif::Answer::from(answer))
+        });
+        match result {
+            Ok(Ok(answer)) => match answer.term() {
+                Some(term) => term.as_c_arg(),
+                // SAFETY: this call's env and arguments.
+                None => $crate::nif::nif!(@reschedule $nif_env, $argc, $argv $(, $reschedule)?),
+            },
+            // SAFETY: this call's env.
+            Ok(Err(failed)) => unsafe { $crate::nif::raise($e, failed) },
+            // SAFETY: this call's env.
+            Err(_) => unsafe { $crate::nif::raise($e, $crate::nif::Failed::Panic) },
+        }
+    }};
+    (@reschedule $nif_env:ident, $argc:ident, $argv:ident, $reschedule:ident) => {
+        // SAFETY: this call's env and arguments.
+        unsafe { $reschedule($nif_env, $argc, $argv) }
+    };
+    (@reschedule $nif_env:ident, $argc:ident, $argv:ident) => {
+        unreachable!("only a normal call asks for a dirty scheduler")
     };
 }
 pub(crate) use nif;
+
+/// What a call answers: a term, or nothing yet (moved to a dirty scheduler).
+pub struct Answer<'a>(Option<rustler::Term<'a>>);
+
+impl<'a> Answer<'a> {
+    #[inline(always)]
+    pub fn term(self) -> Option<rustler::Term<'a>> {
+        self.0
+    }
+}
+
+impl<'a> From<rustler::Term<'a>> for Answer<'a> {
+    #[inline(always)]
+    fn from(term: rustler::Term<'a>) -> Answer<'a> {
+        Answer(Some(term))
+    }
+}
+
+impl<'a> From<Option<rustler::Term<'a>>> for Answer<'a> {
+    #[inline(always)]
+    fn from(term: Option<rustler::Term<'a>>) -> Answer<'a> {
+        Answer(term)
+    }
+}

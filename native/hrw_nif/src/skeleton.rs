@@ -63,6 +63,6 @@ impl Prepared for Skeleton {
     }
 }
 
-nif!("skeleton_new_normal", "skeleton_new_dirty", "skeleton_new_probe" => build::<Skeleton>(env, nodes, weighted, leaf_size));
-nif!("skeleton_owner_normal", "skeleton_owner_dirty", "skeleton_owner_probe" => owner::<Skeleton>(env, skeleton, key));
-nif!("skeleton_owners_normal", "skeleton_owners_dirty", "skeleton_owners_probe" => owners::<Skeleton>(env, skeleton, key, count));
+nif!(SKELETON_NEW: "skeleton_new" => build::<Skeleton>(env, nodes, weighted, leaf_size));
+nif!(SKELETON_OWNER: "skeleton_owner" => owner::<Skeleton>(env, skeleton, key));
+nif!(SKELETON_OWNERS: "skeleton_owners" => owners::<Skeleton>(env, skeleton, key, count));

@@ -117,4 +117,4 @@ fn score(_env: Env, key: Term, entry: Term, budget: &mut Budget) -> Outcome<u128
     Ok(!st.rank())
 }
 
-nif!("weighted_score_normal", "weighted_score_dirty", "weighted_score_probe" => score(env, key, entry));
+nif!(WEIGHTED_SCORE: "weighted_score" => score(env, key, entry));

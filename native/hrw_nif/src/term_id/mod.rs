@@ -716,8 +716,8 @@ fn score_of(_env: Env, key: Term, node: Term, budget: &mut Budget) -> Outcome<u6
     Ok(n3::score(k, term_id(node, budget)?))
 }
 
-nif!("term_id_normal", "term_id_dirty", "term_id_probe" => id_of(env, term));
-nif!("score_normal", "score_dirty", "score_probe" => score_of(env, key, node));
+nif!(TERM_ID: "term_id" => id_of(env, term));
+nif!(SCORE: "score" => score_of(env, key, node));
 
 // ---------------------------------------------------------------------------
 // 7. The atom cache
