@@ -12,7 +12,7 @@ use crate::errors::bad_arg;
 use crate::nif::nif;
 use crate::nodeset::call_ring;
 use crate::prepared::{resource, Lookup};
-use crate::term_id::{term_id_in, Probes};
+use crate::term_id::term_id_raw;
 use crate::tuple_view::TupleView;
 use hrw_core::ring::Ring;
 use hrw_core::skeleton::Skeleton;
@@ -170,16 +170,10 @@ fn check_named(
     // Every node's id first, then every comparison: the comparisons' reads of the
     // resource do not wait on each other (on a large structure each one misses
     // the cache).
-    let mut probes = Probes::new();
     let raw = nodes.raw();
     let mut ids = Vec::with_capacity(named.len());
     for &i in &named {
-        ids.push(term_id_in(
-            nodes.env(),
-            raw[i as usize],
-            budget,
-            &mut probes,
-        )?);
+        ids.push(term_id_raw(nodes.env(), raw[i as usize], budget)?);
     }
     budget.charge(lookup.holds_cost() * named.len() as u64)?;
     if named
@@ -257,7 +251,7 @@ impl NodeIds {
 fn node_id(nodes: &Nodes, i: u32, budget: &mut Budget) -> Outcome<(u64, u64)> {
     let term = nodes.get(i);
     let (units, bytes) = (budget.remaining(), budget.binary_bytes());
-    let walked = term_id_in(term.get_env(), term.as_c_arg(), budget, &mut Probes::new())?;
+    let walked = term_id_raw(term.get_env(), term.as_c_arg(), budget)?;
     let id = match nodes {
         Nodes::Decoded(_, ids) => ids[i as usize],
         Nodes::Tuple(_) => walked,
