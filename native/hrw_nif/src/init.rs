@@ -51,7 +51,8 @@ fn open_types(env: *mut ErlNifEnv) -> bool {
     resource::open::<RingResource>(env) && resource::open::<SkeletonResource>(env)
 }
 
-/// The ERTS major version of the running VM (for `bits::detect`).
+/// The ERTS major version of the running VM (for `bits::detect` and the atom
+/// cache).
 pub(crate) fn erts_major() -> Option<u32> {
     let mut info = std::mem::MaybeUninit::<rustler::sys::ErlNifSysInfo>::zeroed();
     // SAFETY: `info` is a writable, zeroed struct of the size passed; the VM fills
@@ -73,7 +74,9 @@ pub(crate) fn erts_major() -> Option<u32> {
 
 /// 0 when the library is ready; never unwinds into the VM.
 fn ready(env: *mut ErlNifEnv) -> c_int {
-    crate::bits::detect(erts_major());
+    let major = erts_major();
+    crate::bits::detect(major);
+    crate::term_id::switch_atom_cache(crate::term_id::atom_cache_for(major));
     match std::panic::catch_unwind(|| open_types(env)) {
         Ok(true) => 0,
         _ => 1,
@@ -118,6 +121,8 @@ const NIFS: &[&[ErlNifFunc]] = &[
     crate::nif::hooks::DIRTY_RUNS,
     #[cfg(feature = "work-probes")]
     crate::nif::hooks::SUB_BINARY_LAYOUT,
+    #[cfg(feature = "work-probes")]
+    crate::nif::hooks::ATOM_CACHE,
 ];
 
 /// The entry the VM reads, built once: every NIF of `NIFS`, plus our callbacks.

@@ -74,7 +74,8 @@ pub fn dirty_ran() {
     DIRTY_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Test builds: the test hooks' NIFs (`dirty_runs/0`, `sub_binary_layout/1`).
+/// Test builds: the test hooks' NIFs (`dirty_runs/0`, `sub_binary_layout/1`,
+/// `atom_cache/1`).
 #[cfg(feature = "work-probes")]
 pub mod hooks {
     use crate::budget::{Budget, Outcome};
@@ -94,7 +95,17 @@ pub mod hooks {
         Ok(crate::bits::layout_of(major) != crate::bits::layout_of(None))
     }
 
+    /// Uses the atom cache as on this VM (`true`: on where its ERTS allows it), or
+    /// runs without it (`false`: the fallback); answers whether it is now used
+    /// (term_id/mod.rs; test/hrw/budget_test.exs).
+    fn atom_cache(_env: Env, on: bool, _budget: &mut Budget) -> Outcome<bool> {
+        let on = on && crate::term_id::atom_cache_for(crate::init::erts_major());
+        crate::term_id::switch_atom_cache(on);
+        Ok(on)
+    }
+
     super::nif!(plain DIRTY_RUNS: "dirty_runs" => dirty_runs(env));
+    super::nif!(plain ATOM_CACHE: "atom_cache" => atom_cache(env, on));
     super::nif!(plain SUB_BINARY_LAYOUT: "sub_binary_layout" => sub_binary_layout(env, on));
 }
 

@@ -659,10 +659,27 @@ nif!(SCORE: "score" => score_of(env, key, node));
 // ---------------------------------------------------------------------------
 // 7. The atom cache
 
+/// Whether the atom cache may be used on ERTS major version `erts_major`: on
+/// ERTS 13 to 17 (OTP 25 to 29) atoms are never collected, so an atom's term
+/// value names it for the VM's lifetime. Any other version (or none known):
+/// off.
+pub fn atom_cache_for(erts_major: Option<u32>) -> bool {
+    matches!(erts_major, Some(13..=17))
+}
+
+/// Switches the atom cache on or off (the load callback, and test builds).
+pub fn switch_atom_cache(on: bool) {
+    atom_cache::switch(on);
+}
+
 /// A lock-free table from an atom's term value to its id, shared by every
-/// scheduler of the VM. Sound because atoms are interned and never collected
-/// (OTP 25): while the VM runs, one term value names one atom, and an id is a
-/// function of the atom, so any id stored under a value is that atom's id.
+/// scheduler of the VM. This keys atoms by the VM's term word, which the NIF API
+/// leaves opaque: sound because atoms are interned and never collected on the
+/// ERTS versions it is switched on for ([`atom_cache_for`]): while the VM runs,
+/// one term value names one atom, and an id is a function of the atom, so any id
+/// stored under a value is that atom's id. On any other ERTS it stays off (the
+/// fallback: every atom's id from its name, the same ids); docs/MAINTAINING.md
+/// lists it.
 ///
 /// 4-way set associative (a set is one 64-byte line), and it keeps caching when
 /// full: a new atom takes a free slot of its set, else evicts one chosen by its
@@ -672,7 +689,14 @@ nif!(SCORE: "score" => score_of(env, key, node));
 /// the id, so it never pairs a key with another atom's id.
 mod atom_cache {
     use rustler::sys::ErlNifTerm;
-    use std::sync::atomic::{fence, AtomicU64, Ordering};
+    use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+
+    /// Whether the cache is used (set by the load callback, init.rs).
+    static ON: AtomicBool = AtomicBool::new(false);
+
+    pub fn switch(on: bool) {
+        ON.store(on, Ordering::Relaxed);
+    }
 
     const SLOTS: usize = 1 << 13;
     const WAYS: usize = 4;
@@ -713,6 +737,9 @@ mod atom_cache {
     /// The cached id of the atom whose term value is `term`, if stored.
     #[inline(always)]
     pub fn get(term: ErlNifTerm) -> Option<u64> {
+        if !ON.load(Ordering::Relaxed) {
+            return None;
+        }
         let key = bits(term);
         for slot in &set(key).0 {
             if slot.key.load(Ordering::Acquire) == key {
@@ -729,6 +756,9 @@ mod atom_cache {
     /// Stores the id of the atom `term` (computed by the caller), evicting one of
     /// its set's atoms when the set is full.
     pub fn put(term: ErlNifTerm, id: u64) {
+        if !ON.load(Ordering::Relaxed) {
+            return;
+        }
         let key = bits(term);
         if key == 0 || key == BUSY {
             return;
