@@ -1,16 +1,18 @@
 #!/bin/sh
-# An A/B of bench/native_ab.exs: checkouts A and B (each already compiled with
+# An A/B of bench/native_ab.exs (or of SCRIPT, a bench script printing
+# "case<TAB>figure unit" lines): checkouts A and B (each already compiled with
 # MIX_ENV=prod), run in turn, A B A B ..., one warm-up run of each first (not
 # counted), then PAIRS counted pairs (default 7). Prints every run's lines, then
 # per case the median of each side, their ratio A/B and the median of the
 # pairwise ratios (below 1: A is faster).
-#   bench/native_ab.sh /path/to/A /path/to/B [PAIRS] > raw.txt
+#   bench/native_ab.sh /path/to/A /path/to/B [PAIRS [SCRIPT]] > raw.txt
 # BENCH_QUICK=1 makes each run short (a check that the harness works).
 set -eu
 a=$(cd "$1" && pwd)
 b=$(cd "$2" && pwd)
 pairs=${3:-7}
-script=$(cd "$(dirname "$0")" && pwd)/native_ab.exs
+script=${4:-$(cd "$(dirname "$0")" && pwd)/native_ab.exs}
+script=$(cd "$(dirname "$script")" && pwd)/$(basename "$script")
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 

@@ -7,8 +7,7 @@
 //! 25–29 a failed `on_load` of a module whose code is identical to the loaded one
 //! leaves the loaded module's funs pointing at the discarded code: calls through
 //! them raise `BadFunctionError`, or jump into freed memory and crash the VM
-//! (bench/results/otp-load-file-race-2026-12-02.txt; test/hrw/reload_test.exs
-//! holds the reloads that must work).
+//! (test/hrw/reload_test.exs holds the reloads that must work).
 //!
 //! So both callbacks succeed whenever the resource types can be opened:
 //! - `load` (first load, or a load after the module was deleted and purged) and
@@ -20,11 +19,11 @@
 //! - The library is linked `-z nodelete` on Linux (build.rs): it is never unmapped,
 //!   so no thread of our rayon pool, parked inside its code, outlives its code.
 //!
-//! `rustler::init!` cannot be used: its entry has a `load` callback only (every
-//! reload of `HRW.Native` would fail as above), and it opens resource types with
-//! `ERL_NIF_RT_CREATE` only, so even a load after a purge fails while resources
-//! of the purged instance are alive ("delete, purge, and load again" in
-//! test/hrw/reload_test.exs).
+//! rustler's own resource types (`ResourceArc`) are not used either: rustler
+//! opens them with `ERL_NIF_RT_CREATE` only, which creates a type that does not
+//! exist yet and cannot take over the types of the instance being replaced
+//! (resource.rs opens ours with both flags), and it finds the type and bumps a
+//! reference count on every decode.
 //!
 //! What this relies on in rustler beyond its public API (Cargo.toml requires
 //! rustler 0.39.x; another minor means rereading this file): `nif_init` must fill
