@@ -17,16 +17,22 @@
 //!   result, how it ended and the work it charged and counted (`probe_report`;
 //!   test/hrw/budget_test.exs).
 //!
-//! Why not `#[rustler::nif]`: the function it generates collects the call's
-//! arguments into a `Vec` (an allocation and a free on every call) and passes the
-//! result through two `catch_unwind`s and rustler's `NifReturned`; measured
-//! against this wrapper (bench/native_ab.sh, both built in one sitting) it made
-//! `HRW.term_id/1` of an integer ~30 ns (~50%) slower and a ring lookup ~20%
-//! slower, more than the 10% of a lookup the project allows a non-public path.
-//! It also cannot hand an over-budget call to a dirty scheduler itself: the
-//! function `enif_schedule_nif` needs is not reachable. So this macro writes the
-//! C entry points with rustler's public pieces only (`rustler::sys`, `Env::new`,
-//! `Term::new`, `Decoder`, `Encoder`); errors and panics become exceptions here.
+//! Why not `#[rustler::nif]` (an exception to using rustler's public API only,
+//! allowed where the public path costs more than 10% of a lookup): the function
+//! it generates collects the call's arguments into a `Vec` (an allocation and a
+//! free on every call) and passes the result through two `catch_unwind`s and
+//! rustler's `NifReturned`, and it cannot move an over-budget call to a dirty
+//! scheduler itself (the C function `enif_schedule_nif` needs is not reachable),
+//! so that had to be done by the Elixir caller (a raise, a catch and a second
+//! call). Measured as `bench/native_ab.sh A B 7 bench/nif_call_ab.exs`, A that
+//! design (`#[rustler::nif]` twins, small allocations from the system allocator)
+//! and B these entry points, all else equal: the median of the 7 pairwise A/B
+//! ratios was 1.56 for `HRW.term_id/1` of an integer, 1.10 of a binary, 1.17 for
+//! `HRW.owner/2` on a 100-node ring and 1.30 on a 1000-node skeleton (2 cores
+//! under a load of about 9: to be repeated quiet). So this macro writes the C
+//! entry points with rustler's public pieces only (`rustler::sys`, `Env::new`,
+//! `Term::new`, `Decoder`, `Encoder`) and erl_nif's `enif_schedule_nif`; errors
+//! and panics become exceptions here.
 //!
 //! Adding a NIF: one `nif!` line beside the function it wraps, its entry in
 //! init.rs's table, and its stub in lib/hrw/native.ex (which declares the test
