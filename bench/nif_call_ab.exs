@@ -1,4 +1,5 @@
-# The cost of a NIF call's wrapper: HRW.term_id/1 of an integer, and HRW.owner/2
+# The cost of a NIF call's wrapper: HRW.term_id/1 of an integer, a binary, an
+# atom and a tuple, and HRW.owner/2
 # on a 100-node ring and a 1000-node skeleton, each in a compiled loop (no
 # evaluated closure per call): ns per call, loop included, the median of 7
 # rounds of 1M calls. An A/B runs it in two checkouts in turn
@@ -15,6 +16,8 @@ end
 
 integers = 1..1000 |> Enum.map(&(&1 * 104_729)) |> List.to_tuple()
 binaries = 1..1000 |> Enum.map(&"key-#{&1}") |> List.to_tuple()
+atoms = 1..1000 |> Enum.map(&:"atom-#{rem(&1, 100)}") |> List.to_tuple()
+tuples = 1..1000 |> Enum.map(&{:user, &1}) |> List.to_tuple()
 ring = HRW.Ring.new(Enum.map(1..100, &"node-#{&1}"))
 skeleton = HRW.build(Enum.map(1..1000, &"node-#{&1}"))
 calls = 1_000_000
@@ -22,6 +25,8 @@ calls = 1_000_000
 cases = [
   {"term_id integer (compiled loop)", fn -> NifCallAB.ids(integers, calls) end},
   {"term_id binary (compiled loop)", fn -> NifCallAB.ids(binaries, calls) end},
+  {"term_id atom (compiled loop)", fn -> NifCallAB.ids(atoms, calls) end},
+  {"term_id tuple (compiled loop)", fn -> NifCallAB.ids(tuples, calls) end},
   {"owner ring 100 (compiled loop)", fn -> NifCallAB.owners(binaries, ring, calls) end},
   {"owner skeleton 1k (compiled loop)", fn -> NifCallAB.owners(binaries, skeleton, calls) end}
 ]

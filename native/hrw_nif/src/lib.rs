@@ -16,7 +16,7 @@
 //! | `list` | the stateless list path (`list_owner`, `list_owners`) |
 //! | `resource`, `prepared`, `ring`, `skeleton` | prepared structures in NIF resources |
 //! | `batch`, `bounded` | many keys in one call |
-//! | `init` | the library's entry (load and upgrade callbacks) |
+//! | `init` | the library's entry (load and upgrade callbacks) and its function table |
 //!
 //! Every NIF is declared by one `nif!` line beside the function it wraps (nif.rs)
 //! and listed in init.rs's function table; lib/hrw/native.ex holds its stubs.

@@ -318,14 +318,14 @@ macro_rules! nif {
             let mut $budget = $new;
             $before;
             let outcome = $f $(::<$g>)? ($e, $($arg,)* &mut $budget);
-            ($answer)(outcome).map(|answer| $crate::nif::Answer::from(answer))
+            // The raw term leaves the closure: the success path returns it as it
+            // is, without moving a rustler `Term` through memory.
+            ($answer)(outcome).map(|answer| $crate::nif::Answer::from(answer).raw())
         });
         match result {
-            Ok(Ok(answer)) => match answer.term() {
-                Some(term) => term.as_c_arg(),
-                // SAFETY: this call's env and arguments.
-                None => $crate::nif::nif!(@reschedule $nif_env, $argc, $argv $(, $reschedule)?),
-            },
+            Ok(Ok(Some(raw))) => raw,
+            // SAFETY: this call's env and arguments.
+            Ok(Ok(None)) => $crate::nif::nif!(@reschedule $nif_env, $argc, $argv $(, $reschedule)?),
             // SAFETY: this call's env.
             Ok(Err(failed)) => unsafe { $crate::nif::raise($e, failed) },
             // SAFETY: this call's env.
@@ -345,10 +345,11 @@ pub(crate) use nif;
 /// What a call answers: a term, or nothing yet (moved to a dirty scheduler).
 pub struct Answer<'a>(Option<rustler::Term<'a>>);
 
-impl<'a> Answer<'a> {
+impl Answer<'_> {
+    /// The answer's raw term, `None` to reschedule.
     #[inline(always)]
-    pub fn term(self) -> Option<rustler::Term<'a>> {
-        self.0
+    pub fn raw(self) -> Option<rustler::sys::ErlNifTerm> {
+        self.0.map(|term| term.as_c_arg())
     }
 }
 
