@@ -12,7 +12,7 @@ use crate::errors::bad_arg;
 use crate::nif::nif;
 use crate::nodeset::call_ring;
 use crate::prepared::{resource, Lookup};
-use crate::term_id::term_id_raw;
+use crate::term_id::{term_id_in, term_id_raw, Order};
 use crate::tuple_view::TupleView;
 use hrw_core::ring::Ring;
 use hrw_core::skeleton::Skeleton;
@@ -171,9 +171,15 @@ fn check_named(
     // resource do not wait on each other (on a large structure each one misses
     // the cache).
     let raw = nodes.raw();
+    let mut order = Order::default();
     let mut ids = Vec::with_capacity(named.len());
     for &i in &named {
-        ids.push(term_id_raw(nodes.env(), raw[i as usize], budget)?);
+        ids.push(term_id_in(
+            nodes.env(),
+            raw[i as usize],
+            budget,
+            &mut order,
+        )?);
     }
     budget.charge(lookup.holds_cost() * named.len() as u64)?;
     if named

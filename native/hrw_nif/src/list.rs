@@ -5,7 +5,7 @@ use crate::cells::for_each_raw_node;
 use crate::errors::{bad_arg, Failure};
 use crate::nif::nif;
 use crate::nodeset::call_ring;
-use crate::term_id::{term_id, term_id_raw};
+use crate::term_id::{term_id, term_id_in, Order};
 use hrw_core::ring::Ring;
 use hrw_core::{cost, n3, scan, work};
 use rustler::sys::ErlNifTerm;
@@ -19,8 +19,9 @@ fn each_node<'a>(
     mut visit: impl FnMut(ErlNifTerm, u64),
 ) -> Outcome<()> {
     let env = nodes.get_env();
+    let mut order = Order::default();
     for_each_raw_node(nodes, cost::LIST_OWNER_NODE, budget, |node, budget| {
-        visit(node, term_id_raw(env, node, budget)?);
+        visit(node, term_id_in(env, node, budget, &mut order)?);
         Ok(())
     })
 }

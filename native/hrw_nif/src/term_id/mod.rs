@@ -1,7 +1,7 @@
 //! Any Erlang term to its canonical u64 id (docs/HASHING.md, "Term ids"), and the
 //! `term_id` and `score` NIFs: the term walk, top to bottom in this file:
 //!
-//! 1. the entry ([`term_id_raw`]): the term's type, then the read of that type;
+//! 1. the entry ([`term_id_in`]): the term's type, then the read of that type;
 //! 2. the fast leaves: small integers, cached atoms, whole-byte binaries;
 //! 3. the flat fast paths: tuples and small maps of fast leaves, hashed on the stack;
 //! 4. the general walk: nested tuples, lists and maps on one id stack;
@@ -66,14 +66,42 @@ pub fn term_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
 /// [`term_id`] of a raw term of `env`'s call: walkers over many terms pass raw
 /// terms (a rustler `Term` carries a one-byte env kind, and moving one through
 /// memory stalls the wider load that reads it back, per element).
-///
-/// The term's type is asked first (one VM call), then the term is read as that
-/// type: small integers, atoms and binaries on the fast path, tuples and maps
-/// through [`tuple_id`] and [`map_id`], the rest by the general walk.
 #[inline]
 pub fn term_id_raw(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Outcome<u64> {
+    term_id_in(env, raw, budget, &mut Order::default())
+}
+
+/// What a walk over many terms (a node list, a key list) met last: after a
+/// binary, the next term is first asked whether it is a binary, which answers a
+/// list of binaries in one VM call per element; any other term, and a term that
+/// is not a binary after all, has its type asked first.
+#[derive(Clone, Copy, Default)]
+pub struct Order {
+    after_binary: bool,
+}
+
+/// [`term_id_raw`] of a term of a walk in `order` (which it updates). The term's
+/// type is asked (one VM call), then the term is read as that type: small
+/// integers, atoms and binaries on the fast path, tuples and maps through
+/// [`tuple_id`] and [`map_id`], the rest by the general walk. Only the speed
+/// depends on the order.
+#[inline]
+pub fn term_id_in(
+    env: Env,
+    raw: ErlNifTerm,
+    budget: &mut Budget,
+    order: &mut Order,
+) -> Outcome<u64> {
     budget.pay(cost::TERM)?;
+    if order.after_binary {
+        match binary_leaf(env, raw, budget) {
+            Fast::Id(id) => return Ok(id),
+            Fast::Dirty => return needs_dirty(),
+            Fast::Other => {}
+        }
+    }
     let kind = type_of(env, raw);
+    order.after_binary = matches!(kind, TermType::Binary);
     fast_leaf_of(env, raw, kind, budget).or_else(|| other_id(env, raw, kind, budget))
 }
 
