@@ -8,15 +8,16 @@ defmodule HRW.Native do
   #
   # Every NIF `name` of the library (native/hrw_nif/src/nif.rs, `nif!`) runs on
   # the caller's scheduler within a work budget, and moves itself to a dirty CPU
-  # scheduler when its input would exceed it (the normal/dirty choice is made
-  # there, in Rust, once for every NIF).
+  # scheduler (`enif_schedule_nif`) when its input would exceed it: the
+  # normal/dirty choice is made there, in Rust, once for every NIF.
   #
   # Test builds have more: the library is built with the cargo feature
   # `work-probes` (the compile task's `cargo_options/1` for the Mix env says so),
   # which adds `name_dirty` (the same on a dirty CPU scheduler from the start),
   # `name_probe` (the normal-scheduler version reporting `{outcome, charged,
   # counted}` instead of its result: test/support/native_probe.ex,
-  # test/hrw/budget_test.exs), `dirty_runs/0` and `sub_binary_layout/1`. A library loads only when its
+  # test/hrw/budget_test.exs), `dirty_runs/0`, `sub_binary_layout/1` and
+  # `atom_cache/1`. A library loads only when its
   # NIFs and this module's stubs are the same set, so the stubs of those follow
   # the same switch (`@test_hooks`); a production build has neither.
   #
@@ -28,8 +29,8 @@ defmodule HRW.Native do
   # `:nif_not_loaded` meanwhile, and any fun would dangle if that on_load failed
   # (test/hrw/reload_test.exs). Code that needs funs lives in the callers.
   #
-  # Adding a NIF: one `nif!` line in native/hrw_nif/src, and its stub here (the
-  # test builds' twins come from `@twinned`).
+  # Adding a NIF: one `nif!` line in native/hrw_nif/src, its entry in init.rs's
+  # table, and its stub here (the test builds' twins come from `@twinned`).
 
   @on_load :load_nif
 
@@ -73,7 +74,7 @@ defmodule HRW.Native do
   @doc false
   def bounded_assignments(_keys, _nodes, _epsilon), do: :erlang.nif_error(:nif_not_loaded)
 
-  # -- test builds only: the twins of every NIF above, and the dirty-run count ---------
+  # -- test builds only: the twins of every NIF above, and the test hooks ------------
 
   @test_hooks "hrw_nif/work-probes" in Mix.Tasks.Compile.HrwNative.cargo_options(Mix.env())
 
@@ -108,5 +109,7 @@ defmodule HRW.Native do
     def dirty_runs, do: :erlang.nif_error(:nif_not_loaded)
     @doc false
     def sub_binary_layout(_on?), do: :erlang.nif_error(:nif_not_loaded)
+    @doc false
+    def atom_cache(_on?), do: :erlang.nif_error(:nif_not_loaded)
   end
 end

@@ -504,3 +504,57 @@ defmodule HRW.SubBinaryLayoutTest do
     assert charged.() == charged_read
   end
 end
+
+defmodule HRW.AtomCacheTest do
+  # The fallback of the atom cache (native/hrw_nif/src/term_id/mod.rs: atom ids
+  # cached under the atom's term word, on the ERTS versions whose atoms are never
+  # collected): on any other ERTS the cache is off and every atom's id comes from
+  # its name. The ids must not change. Not async: the switch is the whole VM's.
+  use ExUnit.Case, async: false
+  @moduletag :work_probes
+  @moduletag skip: HRW.TestBuild.without_work_probes()
+
+  defp cache(on?), do: apply(HRW.Native, :atom_cache, [on?])
+
+  test "the same ids, owners and batches without the atom cache" do
+    # Atoms the cache has seen and atoms it has not, alone and inside terms.
+    atoms = [
+      :ok,
+      nil,
+      true,
+      :"a-#{System.unique_integer()}",
+      :ünïcödé,
+      :"#{String.duplicate("z", 255)}"
+    ]
+
+    terms = atoms ++ [List.to_tuple(atoms), atoms, Map.new(Enum.with_index(atoms)), {:user, 7}]
+    ring = HRW.Ring.new([:a, :b, :c])
+    skeleton = HRW.build(Enum.map(1..100, &:"n#{&1}"))
+
+    answers = fn ->
+      {Enum.map(terms, &HRW.term_id/1), Enum.map(terms, &HRW.owner(&1, skeleton)),
+       HRW.owner_batch(terms, ring), HRW.owner(:k, atoms)}
+    end
+
+    charged = fn ->
+      elem(HRW.NativeProbe.probe(:term_id, [:"#{String.duplicate("y", 200)}"]), 1)
+    end
+
+    assert cache(true), "this VM's atoms are cached (docs/MAINTAINING.md lists the versions)"
+    cached = answers.()
+    # Its second use: from the cache.
+    _first = charged.()
+    charged_cached = charged.()
+
+    try do
+      refute cache(false)
+      assert answers.() == cached
+      # The fallback took effect: the atom's name is read and hashed again.
+      assert charged.() > charged_cached
+    after
+      cache(true)
+    end
+
+    assert charged.() == charged_cached
+  end
+end

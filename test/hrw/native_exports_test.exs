@@ -1,8 +1,9 @@
 defmodule HRW.NativeExportsTest do
   # What each build of the NIF library exports. A production build (a consumer's
   # build from source, the release archives) has the NIFs lib/ calls and nothing
-  # else; a test build adds each NIF's `_dirty` and `_probe` twins and
-  # `dirty_runs/0`, which the budget and term-id tests read.
+  # else; a test build adds each NIF's `_dirty` and `_probe` twins and the test
+  # hooks (`dirty_runs/0`, `sub_binary_layout/1`, `atom_cache/1`), which the budget
+  # and term-id tests use.
   use ExUnit.Case, async: false
 
   @twin ~r/_(dirty|probe)\z/
@@ -10,7 +11,7 @@ defmodule HRW.NativeExportsTest do
   # The functions of `HRW.Native` that are NIFs in every build.
   defp production_nifs do
     for {name, arity} <- HRW.Native.__info__(:functions),
-        name not in [:load_nif, :dirty_runs, :sub_binary_layout],
+        name not in [:load_nif, :dirty_runs, :sub_binary_layout, :atom_cache],
         not Regex.match?(@twin, Atom.to_string(name)),
         do: {name, arity}
   end
@@ -18,7 +19,7 @@ defmodule HRW.NativeExportsTest do
   describe "a test build" do
     @describetag skip: HRW.TestBuild.without_work_probes()
 
-    test "has a dirty and a probe twin of every NIF, the dirty-run count and the layout switch" do
+    test "has a dirty and a probe twin of every NIF, the dirty-run count and the layout and cache switches" do
       exports = HRW.Native.__info__(:functions)
       nifs = production_nifs()
       assert length(nifs) == 15
@@ -29,6 +30,7 @@ defmodule HRW.NativeExportsTest do
 
       assert {:dirty_runs, 0} in exports
       assert {:sub_binary_layout, 1} in exports
+      assert {:atom_cache, 1} in exports
       assert HRW.NativeProbe.dirty_term_id("k") == HRW.term_id("k")
       assert {:ok, charged, counted} = HRW.NativeProbe.probe(:term_id, ["k"])
       assert counted > 0 and counted <= charged

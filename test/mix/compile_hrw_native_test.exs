@@ -133,14 +133,15 @@ defmodule Mix.Tasks.Compile.HrwNativeTest do
     end
   end
 
-  # native/hrw_nif/src/nif.rs and init.rs use rustler's undocumented
-  # codegen_runtime; they were written against exactly this rustler.
-  @rustler "0.39.0"
+  # native/hrw_nif/src/init.rs calls rustler's undocumented
+  # `codegen_runtime::internal_write_symbols`, written against rustler 0.39.x: a
+  # caret requirement keeps cargo within that minor.
+  @rustler_minor "0.39"
 
-  test "the NIF is built against exactly the rustler its entry points were written for" do
+  test "the NIF is built against the rustler minor its entry is written for" do
     native = Path.expand("../../native", __DIR__)
     manifest = File.read!(Path.join(native, "hrw_nif/Cargo.toml"))
-    assert manifest =~ ~s(rustler = { version = "=#{@rustler}"), "pin rustler exactly"
+    assert manifest =~ ~s(rustler = { version = "#{@rustler_minor}"), "require rustler 0.39"
 
     locked =
       for [_, name, version] <-
@@ -150,7 +151,9 @@ defmodule Mix.Tasks.Compile.HrwNativeTest do
             ),
           do: {name, version}
 
-    assert Enum.sort(locked) == [{"rustler", @rustler}, {"rustler_codegen", @rustler}],
-           "Cargo.lock resolves #{inspect(locked)}: reread nif.rs and init.rs against it"
+    assert [{"rustler", rustler}, {"rustler_codegen", codegen}] = Enum.sort(locked)
+
+    assert String.starts_with?(rustler, @rustler_minor <> ".") and codegen == rustler,
+           "Cargo.lock resolves #{inspect(locked)}: reread init.rs against it"
   end
 end

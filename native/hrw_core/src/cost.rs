@@ -311,11 +311,8 @@ pub const fn skeleton_pick(shape: &SkeletonShape, per_taken: u64) -> u64 {
     }
 }
 
-/// One `Skeleton::holds` (is this node at that index?), an upper bound: a
-/// descent by the node's routing key, then a compare per node of one leaf.
-pub const fn skeleton_holds(shape: &SkeletonShape) -> u64 {
-    LEVEL * shape.levels as u64 + ELEMENT * shape.max_leaf as u64 + TERM
-}
+/// One `Skeleton::holds` (is this node at that index?): one read and one compare.
+pub const SKELETON_HOLDS: u64 = ELEMENT + TERM;
 
 /// One `Ring::holds`: one compare.
 pub const RING_HOLDS: u64 = ELEMENT;

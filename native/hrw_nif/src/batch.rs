@@ -12,7 +12,7 @@ use crate::errors::bad_arg;
 use crate::nif::nif;
 use crate::nodeset::call_ring;
 use crate::prepared::{resource, Lookup};
-use crate::term_id::{term_id_in, Probes};
+use crate::term_id::{term_id_in, term_id_raw, Order};
 use crate::tuple_view::TupleView;
 use hrw_core::ring::Ring;
 use hrw_core::skeleton::Skeleton;
@@ -139,46 +139,58 @@ fn check_named(
     owners: &[u32],
     budget: &mut Budget,
 ) -> Outcome<()> {
-    let mut probes = Probes::new();
-    let mut check = |i: u32, budget: &mut Budget| -> Outcome<()> {
-        let id = term_id_in(nodes.env(), nodes.raw()[i as usize], budget, &mut probes)?;
-        budget.charge(lookup.holds_cost())?;
-        if lookup.holds(i as usize, id) {
-            Ok(())
-        } else {
-            mismatch(what)
-        }
-    };
     let keys = owners.len();
     let words = nodes.len().div_ceil(64);
-    if words <= keys {
-        // A bit per node (no more words than keys), then the nodes named in index
-        // order: the tuple and its terms are read front to back.
-        let units = cost::ELEMENT * (keys + words) as u64;
-        budget.pay(units)?;
-        let mut named = vec![0u64; words];
+    // The distinct indices named, in index order: the tuple and its terms are then
+    // read front to back.
+    let named: Vec<u32> = if words <= keys {
+        // A bit per node (no more words than keys).
+        budget.pay(cost::ELEMENT * (keys + words) as u64)?;
+        let mut bits = vec![0u64; words];
         for &i in owners {
-            named[i as usize / 64] |= 1u64 << (i % 64);
+            bits[i as usize / 64] |= 1u64 << (i % 64);
         }
-        for (w, &word) in named.iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                check((w * 64) as u32 + bits.trailing_zeros(), budget)?;
-                bits &= bits - 1;
+        let mut named = Vec::new();
+        for (w, &word) in bits.iter().enumerate() {
+            let mut rest = word;
+            while rest != 0 {
+                named.push((w * 64) as u32 + rest.trailing_zeros());
+                rest &= rest - 1;
             }
         }
+        named
     } else {
         // Few keys on many nodes: the distinct indices, sorted.
-        let units = cost::ELEMENT * keys as u64 + cost::sort(keys);
-        budget.pay(units)?;
+        budget.pay(cost::ELEMENT * keys as u64 + cost::sort(keys))?;
         let mut named = owners.to_vec();
         named.sort_unstable();
         named.dedup();
-        for i in named {
-            check(i, budget)?;
-        }
+        named
+    };
+    // Every node's id first, then every comparison: the comparisons' reads of the
+    // resource do not wait on each other (on a large structure each one misses
+    // the cache).
+    let raw = nodes.raw();
+    let mut order = Order::default();
+    let mut ids = Vec::with_capacity(named.len());
+    for &i in &named {
+        ids.push(term_id_in(
+            nodes.env(),
+            raw[i as usize],
+            budget,
+            &mut order,
+        )?);
     }
-    Ok(())
+    budget.charge(lookup.holds_cost() * named.len() as u64)?;
+    if named
+        .iter()
+        .zip(&ids)
+        .all(|(&i, &id)| lookup.holds(i as usize, id))
+    {
+        Ok(())
+    } else {
+        mismatch(what)
+    }
 }
 
 /// The batch pool, created by the first batch that is split over it, with that
@@ -245,7 +257,7 @@ impl NodeIds {
 fn node_id(nodes: &Nodes, i: u32, budget: &mut Budget) -> Outcome<(u64, u64)> {
     let term = nodes.get(i);
     let (units, bytes) = (budget.remaining(), budget.binary_bytes());
-    let walked = term_id_in(term.get_env(), term.as_c_arg(), budget, &mut Probes::new())?;
+    let walked = term_id_raw(term.get_env(), term.as_c_arg(), budget)?;
     let id = match nodes {
         Nodes::Decoded(_, ids) => ids[i as usize],
         Nodes::Tuple(_) => walked,
@@ -403,6 +415,6 @@ fn moves<'a>(
     make_list(env, &out)
 }
 
-nif!(batch_owners => owners(env, keys, target, threads));
-nif!(batch_groups => groups(env, keys, target, threads));
-nif!(batch_moves => moves(env, keys, before, later, threads));
+nif!(BATCH_OWNERS: "batch_owners" => owners(env, keys, target, threads));
+nif!(BATCH_GROUPS: "batch_groups" => groups(env, keys, target, threads));
+nif!(BATCH_MOVES: "batch_moves" => moves(env, keys, before, later, threads));

@@ -68,4 +68,4 @@ fn assignments<'a>(
     Ok(unsafe { Term::new(env, map.assume_init()) })
 }
 
-nif!(bounded_assignments => assignments(env, keys, nodes, epsilon));
+nif!(BOUNDED_ASSIGNMENTS: "bounded_assignments" => assignments(env, keys, nodes, epsilon));

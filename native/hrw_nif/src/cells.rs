@@ -6,7 +6,7 @@
 
 use crate::budget::{needs_dirty, Budget, Outcome};
 use crate::errors::bad_arg;
-use crate::term_id::{term_id_in, Probes};
+use crate::term_id::{term_id_in, Order};
 use hrw_core::cost::{self, MAX_NORMAL_KEYS};
 use hrw_core::work;
 use rustler::sys::{enif_get_list_cell, enif_is_empty_list, ErlNifTerm};
@@ -94,12 +94,12 @@ pub fn walk_keys(keys: Term, per_key: u64, keep_terms: bool, budget: &mut Budget
     let mut terms = Vec::with_capacity(if keep_terms { expected } else { 0 });
     let mut ids = Vec::with_capacity(expected);
     let env = keys.get_env();
-    let mut probes = Probes::new();
+    let mut order = Order::default();
     let before = budget.remaining();
     let proper = for_each_raw_cell(keys, |key| {
         budget.charge(per_key)?;
         work::count(3 * cost::ELEMENT);
-        ids.push(term_id_in(env, key, budget, &mut probes)?);
+        ids.push(term_id_in(env, key, budget, &mut order)?);
         if keep_terms {
             terms.push(key);
         }

@@ -8,7 +8,7 @@
 //! Only the rooms that build an error import this one; the others pass failures
 //! on with `?` in the budget's `Outcome`.
 
-use rustler::{Encoder, Env, Error, Term};
+use rustler::{Encoder, Env, Term};
 
 pub enum Failure {
     /// The normal-scheduler budget ran out: the call moves to a dirty scheduler.
@@ -62,12 +62,13 @@ impl Encoder for ArgumentError {
     }
 }
 
-impl From<Failure> for Error {
-    fn from(failure: Failure) -> Error {
-        match failure {
-            Failure::NeedsDirty => Error::RaiseTerm(Box::new(atoms::hrw_needs_dirty())),
-            Failure::BadArg(message) => Error::RaiseTerm(Box::new(ArgumentError(message))),
-            Failure::StaleResource => Error::RaiseTerm(Box::new(atoms::hrw_stale_resource())),
+impl Failure {
+    /// The term the NIF raises for this failure (nif.rs, `raise`).
+    pub fn reason<'a>(self, env: Env<'a>) -> Term<'a> {
+        match self {
+            Failure::NeedsDirty => atoms::hrw_needs_dirty().encode(env),
+            Failure::BadArg(message) => ArgumentError(message).encode(env),
+            Failure::StaleResource => atoms::hrw_stale_resource().encode(env),
         }
     }
 }

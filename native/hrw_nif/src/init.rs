@@ -7,8 +7,7 @@
 //! 25–29 a failed `on_load` of a module whose code is identical to the loaded one
 //! leaves the loaded module's funs pointing at the discarded code: calls through
 //! them raise `BadFunctionError`, or jump into freed memory and crash the VM
-//! (bench/results/otp-load-file-race-2026-12-02.txt; test/hrw/reload_test.exs
-//! holds the reloads that must work).
+//! (test/hrw/reload_test.exs holds the reloads that must work).
 //!
 //! So both callbacks succeed whenever the resource types can be opened:
 //! - `load` (first load, or a load after the module was deleted and purged) and
@@ -20,14 +19,23 @@
 //! - The library is linked `-z nodelete` on Linux (build.rs): it is never unmapped,
 //!   so no thread of our rayon pool, parked inside its code, outlives its code.
 //!
-//! What this relies on in rustler (pinned to an exact version in Cargo.toml):
-//! `codegen_runtime::{inventory, ErlNifEntry, internal_write_symbols,
-//! internal_set_symbols}`, the fields of `ErlNifEntry` and `Nif::get_def`.
+//! rustler's own resource types (`ResourceArc`) are not used either: rustler
+//! opens them with `ERL_NIF_RT_CREATE` only, which creates a type that does not
+//! exist yet and cannot take over the types of the instance being replaced
+//! (resource.rs opens ours with both flags), and it finds the type and bumps a
+//! reference count on every decode.
+//!
+//! What this relies on in rustler beyond its public API (Cargo.toml requires
+//! rustler 0.39.x; another minor means rereading this file): `nif_init` must fill
+//! rustler's table of the VM's functions before any of them is called, which only
+//! `codegen_runtime::internal_write_symbols` (`internal_set_symbols` on Windows)
+//! does, and the entry is `rustler::sys::ErlNifEntry` (erl_nif.h's `ErlNifEntry`,
+//! which rustler does not document). The function table is ours (`NIFS`).
 
 use crate::resource;
 use crate::ring::RingResource;
 use crate::skeleton::SkeletonResource;
-use rustler::codegen_runtime::{c_int, c_void, inventory, ErlNifEntry, ErlNifEnv, ErlNifTerm};
+use rustler::sys::{c_int, c_void, ErlNifEntry, ErlNifEnv, ErlNifFunc, ErlNifTerm};
 use std::sync::OnceLock;
 
 /// The module that loads this library.
@@ -42,7 +50,8 @@ fn open_types(env: *mut ErlNifEnv) -> bool {
     resource::open::<RingResource>(env) && resource::open::<SkeletonResource>(env)
 }
 
-/// The ERTS major version of the running VM (for `bits::detect`).
+/// The ERTS major version of the running VM (for `bits::detect` and the atom
+/// cache).
 pub(crate) fn erts_major() -> Option<u32> {
     let mut info = std::mem::MaybeUninit::<rustler::sys::ErlNifSysInfo>::zeroed();
     // SAFETY: `info` is a writable, zeroed struct of the size passed; the VM fills
@@ -64,7 +73,9 @@ pub(crate) fn erts_major() -> Option<u32> {
 
 /// 0 when the library is ready; never unwinds into the VM.
 fn ready(env: *mut ErlNifEnv) -> c_int {
-    crate::bits::detect(erts_major());
+    let major = erts_major();
+    crate::bits::detect(major);
+    crate::term_id::switch_atom_cache(crate::term_id::atom_cache_for(major));
     match std::panic::catch_unwind(|| open_types(env)) {
         Ok(true) => 0,
         _ => 1,
@@ -88,9 +99,34 @@ unsafe extern "C" fn upgrade(
     ready(env)
 }
 
-/// The entry the VM reads, built once: every NIF that `nif!` and
-/// `#[rustler::nif]` submitted, plus our callbacks. (The VM may call `nif_init`
-/// again on every load of the path; the entry and its function table stay put.)
+/// Every NIF of the library, each line the entries of one `nif!`.
+const NIFS: &[&[ErlNifFunc]] = &[
+    crate::term_id::TERM_ID,
+    crate::term_id::SCORE,
+    crate::weighted::WEIGHTED_SCORE,
+    crate::list::LIST_OWNER,
+    crate::list::LIST_OWNERS,
+    crate::ring::RING_NEW,
+    crate::ring::RING_OWNER,
+    crate::ring::RING_OWNERS,
+    crate::skeleton::SKELETON_NEW,
+    crate::skeleton::SKELETON_OWNER,
+    crate::skeleton::SKELETON_OWNERS,
+    crate::batch::BATCH_OWNERS,
+    crate::batch::BATCH_GROUPS,
+    crate::batch::BATCH_MOVES,
+    crate::bounded::BOUNDED_ASSIGNMENTS,
+    #[cfg(feature = "work-probes")]
+    crate::nif::hooks::DIRTY_RUNS,
+    #[cfg(feature = "work-probes")]
+    crate::nif::hooks::SUB_BINARY_LAYOUT,
+    #[cfg(feature = "work-probes")]
+    crate::nif::hooks::ATOM_CACHE,
+];
+
+/// The entry the VM reads, built once: every NIF of `NIFS`, plus our callbacks.
+/// (The VM may call `nif_init` again on every load of the path; the entry and
+/// its function table stay put.)
 fn entry() -> *const ErlNifEntry {
     struct Entry(ErlNifEntry);
     // SAFETY: the entry is written once, then only read (by the VM); its pointers
@@ -99,9 +135,10 @@ fn entry() -> *const ErlNifEntry {
     unsafe impl Sync for Entry {}
     static ENTRY: OnceLock<Entry> = OnceLock::new();
     let entry = ENTRY.get_or_init(|| {
-        let funcs: &'static [_] = Box::leak(
-            inventory::iter::<rustler::Nif>()
-                .map(rustler::Nif::get_def)
+        let funcs: &'static [ErlNifFunc] = Box::leak(
+            NIFS.iter()
+                .flat_map(|entries| entries.iter())
+                .map(|f| ErlNifFunc { ..*f })
                 .collect::<Box<[_]>>(),
         );
         let mut entry = ErlNifEntry::new(MODULE, funcs, load);

@@ -16,10 +16,10 @@
 //! | `list` | the stateless list path (`list_owner`, `list_owners`) |
 //! | `resource`, `prepared`, `ring`, `skeleton` | prepared structures in NIF resources |
 //! | `batch`, `bounded` | many keys in one call |
-//! | `init` | the library's entry (load and upgrade callbacks) |
+//! | `init` | the library's entry (load and upgrade callbacks) and its function table |
 //!
-//! Every NIF is declared by one `nif!` line beside the function it wraps (nif.rs);
-//! lib/hrw/native.ex holds its stubs.
+//! Every NIF is declared by one `nif!` line beside the function it wraps (nif.rs)
+//! and listed in init.rs's function table; lib/hrw/native.ex holds its stubs.
 
 mod batch;
 mod bits;
@@ -41,7 +41,8 @@ mod weighted;
 
 use std::alloc::{GlobalAlloc, Layout};
 
-// The library's entry (`nif_init`, with load and upgrade callbacks) is in init.rs.
+// The library's entry (`nif_init`, with load and upgrade callbacks, and the
+// function table) is in init.rs.
 
 /// Rust allocations of the NIF (term walks, node lists, batches) come from the VM's
 /// allocator, which keeps freed carriers for reuse: with the system allocator every

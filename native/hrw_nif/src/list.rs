@@ -5,7 +5,7 @@ use crate::cells::for_each_raw_node;
 use crate::errors::{bad_arg, Failure};
 use crate::nif::nif;
 use crate::nodeset::call_ring;
-use crate::term_id::{term_id, term_id_in, Probes};
+use crate::term_id::{term_id, term_id_in, Order};
 use hrw_core::ring::Ring;
 use hrw_core::{cost, n3, scan, work};
 use rustler::sys::ErlNifTerm;
@@ -19,9 +19,9 @@ fn each_node<'a>(
     mut visit: impl FnMut(ErlNifTerm, u64),
 ) -> Outcome<()> {
     let env = nodes.get_env();
-    let mut probes = Probes::new();
+    let mut order = Order::default();
     for_each_raw_node(nodes, cost::LIST_OWNER_NODE, budget, |node, budget| {
-        visit(node, term_id_in(env, node, budget, &mut probes)?);
+        visit(node, term_id_in(env, node, budget, &mut order)?);
         Ok(())
     })
 }
@@ -63,6 +63,7 @@ fn with_call_ring<'a, T>(
 }
 
 fn owner_of_kind<'a>(
+    _env: Env<'a>,
     key: Term<'a>,
     nodes: Term<'a>,
     weighted: bool,
@@ -108,5 +109,5 @@ fn owners<'a>(
     )
 }
 
-nif!(list_owner => owner_of_kind(key, nodes, weighted));
-nif!(list_owners => owners(env, key, nodes, count, weighted));
+nif!(LIST_OWNER: "list_owner" => owner_of_kind(env, key, nodes, weighted));
+nif!(LIST_OWNERS: "list_owners" => owners(env, key, nodes, count, weighted));

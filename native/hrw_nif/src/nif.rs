@@ -1,11 +1,13 @@
 //! The NIF wrapper: [`nif!`] declares every NIF of the library.
 //!
-//! `nif!(name => f(a, b))` registers the NIF `name`, which calls
-//! `f(a, b, &mut budget)` with its arguments decoded in order (each to the type `f`
-//! takes), on the caller's (normal) scheduler with `Budget::normal`. When `f` says
-//! the work would exceed that budget ([`Failure::NeedsDirty`]), the call is moved to
-//! a dirty CPU scheduler with `enif_schedule_nif`, where it runs again unlimited:
-//! the normal/dirty choice is made here, once, for every NIF.
+//! `nif!(NAME: "name" => f(env, a, b))` declares the NIF `name`, which calls
+//! `f(env, a, b, &mut budget)` with its arguments decoded in order (each to the
+//! type `f` takes), on the caller's (normal) scheduler with `Budget::normal`. When
+//! `f` says the work would exceed that budget ([`Failure::NeedsDirty`]), the call
+//! is moved to a dirty CPU scheduler with `enif_schedule_nif` (erl_nif), where it
+//! runs again unlimited: the normal/dirty choice is made here, once, for every
+//! NIF. `NAME` is the NIF's entry (or, in test builds, entries) for the library's
+//! function table (init.rs lists them all).
 //!
 //! Test builds (feature `work-probes`, which MIX_ENV=test turns on) register two
 //! more NIFs per line, which no production build has:
@@ -15,15 +17,26 @@
 //!   result, how it ended and the work it charged and counted (`probe_report`;
 //!   test/hrw/budget_test.exs).
 //!
-//! `nif!(name => f(env, a))` passes the call's env first.
+//! Why not `#[rustler::nif]` (an exception to using rustler's public API only,
+//! allowed where the public path costs more than 10% of a lookup): the function
+//! it generates collects the call's arguments into a `Vec` (an allocation and a
+//! free on every call) and passes the result through two `catch_unwind`s and
+//! rustler's `NifReturned`, and it cannot move an over-budget call to a dirty
+//! scheduler itself (the C function `enif_schedule_nif` needs is not reachable),
+//! so that had to be done by the Elixir caller (a raise, a catch and a second
+//! call). Measured as `bench/native_ab.sh A B 7 bench/nif_call_ab.exs`, A that
+//! design (`#[rustler::nif]` twins, small allocations from the system allocator)
+//! and B these entry points, all else equal: the median of the 7 pairwise A/B
+//! ratios was 1.56 for `HRW.term_id/1` of an integer, 1.10 of a binary, 1.17 for
+//! `HRW.owner/2` on a 100-node ring and 1.30 on a 1000-node skeleton (2 cores
+//! under a load of about 9: to be repeated quiet). So this macro writes the C
+//! entry points with rustler's public pieces only (`rustler::sys`, `Env::new`,
+//! `Term::new`, `Decoder`, `Encoder`) and erl_nif's `enif_schedule_nif`; errors
+//! and panics become exceptions here.
 //!
-//! The wrapper is written against `rustler::sys` directly, not `#[rustler::nif]`,
-//! whose per-call `Vec` of argument terms costs more than the ring and skeleton
-//! lookups it would wrap. Errors and panics are turned into exceptions by
-//! rustler's own runtime (`handle_nif_result`), as for its NIFs.
-//!
-//! Adding a NIF: one `nif!` line beside the function it wraps, and its name and
-//! arity in lib/hrw/native.ex (which declares the test builds' twins from them).
+//! Adding a NIF: one `nif!` line beside the function it wraps, its entry in
+//! init.rs's table, and its stub in lib/hrw/native.ex (which declares the test
+//! builds' twins from its list).
 
 #[cfg(feature = "work-probes")]
 use crate::{budget::Outcome, errors::Failure};
@@ -67,56 +80,118 @@ pub fn dirty_ran() {
     DIRTY_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// The number of dirty runs so far (test builds only).
+/// Test builds: the test hooks' NIFs (`dirty_runs/0`, `sub_binary_layout/1`,
+/// `atom_cache/1`).
 #[cfg(feature = "work-probes")]
-#[rustler::nif]
-fn dirty_runs() -> u64 {
-    DIRTY_RUNS.load(std::sync::atomic::Ordering::Relaxed)
+pub mod hooks {
+    use crate::budget::{Budget, Outcome};
+    use rustler::Env;
+
+    /// The number of dirty runs so far.
+    fn dirty_runs(_env: Env, _budget: &mut Budget) -> Outcome<u64> {
+        Ok(super::DIRTY_RUNS.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Reads the sub-binary layout of this VM (`true`), or runs as on a VM whose
+    /// layout is not known (`false`: the fallback); answers whether a size is now
+    /// read (bits.rs; test/hrw/budget_test.exs).
+    fn sub_binary_layout(_env: Env, on: bool, _budget: &mut Budget) -> Outcome<bool> {
+        let major = if on { crate::init::erts_major() } else { None };
+        crate::bits::force(major);
+        Ok(crate::bits::layout_of(major) != crate::bits::layout_of(None))
+    }
+
+    /// Uses the atom cache as on this VM (`true`: on where its ERTS allows it), or
+    /// runs without it (`false`: the fallback); answers whether it is now used
+    /// (term_id/mod.rs; test/hrw/budget_test.exs).
+    fn atom_cache(_env: Env, on: bool, _budget: &mut Budget) -> Outcome<bool> {
+        let on = on && crate::term_id::atom_cache_for(crate::init::erts_major());
+        crate::term_id::switch_atom_cache(on);
+        Ok(on)
+    }
+
+    super::nif!(plain DIRTY_RUNS: "dirty_runs" => dirty_runs(env));
+    super::nif!(plain ATOM_CACHE: "atom_cache" => atom_cache(env, on));
+    super::nif!(plain SUB_BINARY_LAYOUT: "sub_binary_layout" => sub_binary_layout(env, on));
 }
 
-/// Test builds: reads the sub-binary layout of this VM (`true`), or runs as on a
-/// VM whose layout is not known (`false`: the fallback); answers whether a size is
-/// now read (bits.rs; test/hrw/budget_test.exs).
-#[cfg(feature = "work-probes")]
-#[rustler::nif]
-fn sub_binary_layout(on: bool) -> bool {
-    let major = if on { crate::init::erts_major() } else { None };
-    crate::bits::force(major);
-    crate::bits::layout_of(major) != crate::bits::layout_of(None)
+/// A failed call as the exception it raises in the calling process: a decoding
+/// error is `badarg` (`ArgumentError`), a panic the atom `:nif_panicked`, and a
+/// [`Failure`] what errors.rs makes of it.
+///
+/// # Safety
+/// `env` is the env of the running NIF call.
+pub unsafe fn raise(env: rustler::Env, failure: Failed) -> rustler::sys::ErlNifTerm {
+    use rustler::sys::{enif_make_badarg, enif_raise_exception};
+    use rustler::Encoder;
+    mod atoms {
+        rustler::atoms! { nif_panicked }
+    }
+    let reason = match failure {
+        Failed::Decode => return unsafe { enif_make_badarg(env.as_c_arg()) },
+        Failed::Panic => atoms::nif_panicked().encode(env),
+        Failed::Failure(failure) => failure.reason(env),
+    };
+    // SAFETY: the caller's env, and a term of it.
+    unsafe { enif_raise_exception(env.as_c_arg(), reason.as_c_arg()) }
 }
 
-/// Declares the NIF `name` of `f`, and in test builds `name_dirty` and
-/// `name_probe` (see the module documentation).
+/// Why a call failed (see [`raise`]).
+pub enum Failed {
+    Decode,
+    Panic,
+    Failure(crate::errors::Failure),
+}
+
+impl From<crate::errors::Failure> for Failed {
+    fn from(failure: crate::errors::Failure) -> Failed {
+        Failed::Failure(failure)
+    }
+}
+
+impl From<rustler::Error> for Failed {
+    fn from(_: rustler::Error) -> Failed {
+        Failed::Decode
+    }
+}
+
+/// Declares the NIF `name` of `f` as `NAME` (its function-table entries), and in
+/// test builds `name_dirty` and `name_probe` (see the module documentation).
+/// `nif!(plain NAME: "name" => f(env, ...))` declares `name` alone, run as a
+/// normal call without the dirty move (the test hooks).
 macro_rules! nif {
-    ($name:ident => $f:ident $(::<$g:ty>)? (env $(, $arg:ident)*)) => {
-        $crate::nif::nif!(@all $name, env, [env,] $f $(::<$g>)? ($($arg),*));
-    };
-    ($name:ident => $f:ident $(::<$g:ty>)? ($($arg:ident),*)) => {
-        $crate::nif::nif!(@all $name, env, [] $f $(::<$g>)? ($($arg),*));
-    };
-    // `f`'s arguments decoded from `args` (a return from the enclosing closure
-    // when one does not decode), then `f` called with them and `budget`.
-    (@call $e:ident, $args:ident, $budget:expr, [$($pass:ident,)?] $f:ident $(::<$g:ty>)? ($($arg:ident),*)) => {{
-        let mut _next = $args.iter();
-        $(
-            let $arg = match _next.next() {
-                // SAFETY: an argument term of this call, valid in its env.
-                Some(&raw) => unsafe { rustler::Term::new($e, raw) }.decode()?,
-                None => return Err(rustler::Error::BadArg),
-            };
-        )*
-        $f $(::<$g>)? ($($pass,)? $($arg,)* $budget)
-    }};
-    (@all $name:ident, $e:ident, [$($pass:ident,)?] $f:ident $(::<$g:ty>)? ($($arg:ident),*)) => {
-        const _: () = {
-            use rustler::codegen_runtime::{c_char, c_int, c_uint, handle_nif_result, inventory};
-            use rustler::sys::{ErlNifEnv, ErlNifTerm};
+    (plain $table:ident: $name:literal => $f:ident (env $(, $arg:ident)*)) => {
+        pub const $table: &[rustler::sys::ErlNifFunc] = {
+            use rustler::sys::{c_int, ErlNifEnv, ErlNifFunc, ErlNifTerm};
 
-            const NAME: &str = concat!(stringify!($name), "\0");
-            const DIRTY: &str = concat!(stringify!($name), "_dirty\0");
-            #[cfg(feature = "work-probes")]
-            const PROBE: &str = concat!(stringify!($name), "_probe\0");
-            const ARITY: c_uint = [$(stringify!($arg)),*].len() as c_uint;
+            /// # Safety
+            /// Called by the VM with a valid env and `argc` terms at `argv`.
+            unsafe extern "C" fn normal(
+                nif_env: *mut ErlNifEnv,
+                argc: c_int,
+                argv: *const ErlNifTerm,
+            ) -> ErlNifTerm {
+                $crate::nif::nif!(@body nif_env, argc, argv, env, budget,
+                    $crate::budget::Budget::normal(), {},
+                    |outcome: $crate::budget::Outcome<_>| Ok(rustler::Encoder::encode(&outcome?, env)),
+                    $f ($($arg),*))
+            }
+
+            &[ErlNifFunc {
+                name: concat!($name, "\0").as_ptr().cast(),
+                arity: <[&str]>::len(&[$(stringify!($arg)),*]) as u32,
+                function: normal,
+                flags: 0,
+            }]
+        };
+    };
+    ($table:ident: $name:literal => $f:ident $(::<$g:ty>)? (env $(, $arg:ident)*)) => {
+        pub const $table: &[rustler::sys::ErlNifFunc] = {
+            use rustler::sys::{c_int, ErlNifEnv, ErlNifFunc, ErlNifTerm};
+
+            const DIRTY: &str = concat!($name, "_dirty\0");
+            const ARITY: u32 = <[&str]>::len(&[$(stringify!($arg)),*]) as u32;
+            const DIRTY_CPU: u32 = rustler::sys::ERL_NIF_DIRTY_JOB_CPU_BOUND as u32;
 
             // Each function below is called by the VM (or by `enif_schedule_nif`)
             // with a valid env and `argc` terms at `argv` (the registered arity),
@@ -128,45 +203,17 @@ macro_rules! nif {
                 argc: c_int,
                 argv: *const ErlNifTerm,
             ) -> ErlNifTerm {
-                let lifetime = ();
-                // SAFETY: the VM's env of this call; `lifetime` stands for the call.
-                let $e = unsafe { rustler::Env::new(&lifetime, nif_env) };
-                // SAFETY: `argc` terms at `argv`, valid for the call.
-                let args = unsafe { std::slice::from_raw_parts(argv, argc.max(0) as usize) };
-                // The answer is encoded inside the closure: the success path then
-                // returns the raw term as it is, and only errors and panics go
-                // through rustler's `handle_nif_result`.
-                let result = std::panic::catch_unwind(move || {
-                    let mut budget = $crate::budget::Budget::normal();
-                    let outcome = $crate::nif::nif!(@call $e, args, &mut budget, [$($pass,)?] $f $(::<$g>)? ($($arg),*));
-                    $crate::budget::report_timeslice($e, &budget);
-                    match outcome {
-                        Ok(value) => Ok(Some(rustler::Encoder::encode(&value, $e).as_c_arg())),
-                        Err($crate::errors::Failure::NeedsDirty) => Ok(None),
-                        Err(failure) => Err(rustler::Error::from(failure)),
-                    }
-                });
-                let result: std::thread::Result<rustler::NifResult<rustler::Term>> = match result {
-                    Ok(Ok(Some(raw))) => return raw,
-                    Ok(Ok(None)) => {
-                        // SAFETY: this call's env and its own arguments, valid for the
-                        // rescheduled call, which reads `argc` of them.
-                        return unsafe {
-                            rustler::sys::enif_schedule_nif(
-                                nif_env,
-                                DIRTY.as_ptr() as *const c_char,
-                                rustler::sys::ERL_NIF_DIRTY_JOB_CPU_BOUND as c_int,
-                                dirty,
-                                argc,
-                                argv,
-                            )
-                        };
-                    }
-                    Ok(Err(error)) => Ok(Err(error)),
-                    Err(panic) => Err(panic),
-                };
-                // SAFETY: `result` belongs to this call's env.
-                unsafe { handle_nif_result(result, $e).apply($e) }
+                $crate::nif::nif!(@body nif_env, argc, argv, env, budget,
+                    $crate::budget::Budget::normal(), {},
+                    |outcome: $crate::budget::Outcome<_>| {
+                        $crate::budget::report_timeslice(env, &budget);
+                        match outcome {
+                            Ok(value) => Ok(Some(rustler::Encoder::encode(&value, env))),
+                            Err($crate::errors::Failure::NeedsDirty) => Ok(None),
+                            Err(failure) => Err($crate::nif::Failed::from(failure)),
+                        }
+                    },
+                    $f $(::<$g>)? ($($arg),*), reschedule)
             }
 
             /// On a dirty CPU scheduler, unlimited.
@@ -175,19 +222,10 @@ macro_rules! nif {
                 argc: c_int,
                 argv: *const ErlNifTerm,
             ) -> ErlNifTerm {
-                let lifetime = ();
-                // SAFETY: the VM's env of this call; `lifetime` stands for the call.
-                let $e = unsafe { rustler::Env::new(&lifetime, nif_env) };
-                // SAFETY: `argc` terms at `argv`, valid for the call.
-                let args = unsafe { std::slice::from_raw_parts(argv, argc.max(0) as usize) };
-                let result = std::panic::catch_unwind(move || {
-                    let mut budget = $crate::budget::Budget::dirty();
-                    $crate::nif::dirty_ran();
-                    let outcome = $crate::nif::nif!(@call $e, args, &mut budget, [$($pass,)?] $f $(::<$g>)? ($($arg),*));
-                    Ok::<_, rustler::Error>(outcome?)
-                });
-                // SAFETY: `result` belongs to this call's env.
-                unsafe { handle_nif_result(result, $e).apply($e) }
+                $crate::nif::nif!(@body nif_env, argc, argv, env, budget,
+                    $crate::budget::Budget::dirty(), $crate::nif::dirty_ran(),
+                    |outcome: $crate::budget::Outcome<_>| Ok(rustler::Encoder::encode(&outcome?, env)),
+                    $f $(::<$g>)? ($($arg),*))
             }
 
             /// The normal-scheduler version's report (see `probe_report`).
@@ -197,42 +235,134 @@ macro_rules! nif {
                 argc: c_int,
                 argv: *const ErlNifTerm,
             ) -> ErlNifTerm {
-                let lifetime = ();
-                // SAFETY: the VM's env of this call; `lifetime` stands for the call.
-                let $e = unsafe { rustler::Env::new(&lifetime, nif_env) };
-                // SAFETY: `argc` terms at `argv`, valid for the call.
-                let args = unsafe { std::slice::from_raw_parts(argv, argc.max(0) as usize) };
-                let result = std::panic::catch_unwind(move || {
-                    $crate::nif::probe_start();
-                    let mut budget = $crate::budget::Budget::normal();
-                    let outcome = $crate::nif::nif!(@call $e, args, &mut budget, [$($pass,)?] $f $(::<$g>)? ($($arg),*));
-                    Ok::<_, rustler::Error>($crate::nif::probe_report($e, outcome))
-                });
-                // SAFETY: `result` belongs to this call's env.
-                unsafe { handle_nif_result(result, $e).apply($e) }
+                $crate::nif::nif!(@body nif_env, argc, argv, env, budget,
+                    $crate::budget::Budget::normal(), $crate::nif::probe_start(),
+                    |outcome| Ok::<_, $crate::nif::Failed>($crate::nif::probe_report(env, outcome)),
+                    $f $(::<$g>)? ($($arg),*))
             }
 
-            inventory::submit!(rustler::Nif {
-                name: NAME.as_ptr() as *const c_char,
+            /// Moves the call to `dirty`.
+            ///
+            /// # Safety
+            /// The env and arguments of a running normal call of this NIF.
+            unsafe fn reschedule(
+                nif_env: *mut ErlNifEnv,
+                argc: c_int,
+                argv: *const ErlNifTerm,
+            ) -> ErlNifTerm {
+                // SAFETY: this call's env and its own arguments, valid for the
+                // rescheduled call, which reads `argc` of them.
+                unsafe {
+                    rustler::sys::enif_schedule_nif(
+                        nif_env,
+                        DIRTY.as_ptr().cast(),
+                        DIRTY_CPU as c_int,
+                        dirty,
+                        argc,
+                        argv,
+                    )
+                }
+            }
+
+            #[cfg(not(feature = "work-probes"))]
+            const ENTRIES: &[ErlNifFunc] = &[ErlNifFunc {
+                name: concat!($name, "\0").as_ptr().cast(),
                 arity: ARITY,
+                function: normal,
                 flags: 0,
-                raw_func: normal,
-            });
+            }];
             #[cfg(feature = "work-probes")]
-            inventory::submit!(rustler::Nif {
-                name: DIRTY.as_ptr() as *const c_char,
-                arity: ARITY,
-                flags: rustler::sys::ERL_NIF_DIRTY_JOB_CPU_BOUND as c_uint,
-                raw_func: dirty,
-            });
-            #[cfg(feature = "work-probes")]
-            inventory::submit!(rustler::Nif {
-                name: PROBE.as_ptr() as *const c_char,
-                arity: ARITY,
-                flags: 0,
-                raw_func: probe,
-            });
+            const ENTRIES: &[ErlNifFunc] = &[
+                ErlNifFunc {
+                    name: concat!($name, "\0").as_ptr().cast(),
+                    arity: ARITY,
+                    function: normal,
+                    flags: 0,
+                },
+                ErlNifFunc {
+                    name: DIRTY.as_ptr().cast(),
+                    arity: ARITY,
+                    function: dirty,
+                    flags: DIRTY_CPU,
+                },
+                ErlNifFunc {
+                    name: concat!($name, "_probe\0").as_ptr().cast(),
+                    arity: ARITY,
+                    function: probe,
+                    flags: 0,
+                },
+            ];
+            ENTRIES
         };
+    };
+    // The body of an entry point: the env and arguments, `f` called with them
+    // (decoded) and `budget` (after `before`), its outcome passed to `answer`
+    // (a `Result` of the answer term, or of `None` to reschedule) inside a
+    // `catch_unwind`; a failure raised, `None` handed to `reschedule`.
+    (@body $nif_env:ident, $argc:ident, $argv:ident, $e:ident, $budget:ident, $new:expr, $before:expr,
+        $answer:expr, $f:ident $(::<$g:ty>)? ($($arg:ident),*) $(, $reschedule:ident)?) => {{
+        let lifetime = ();
+        // SAFETY: the VM's env of this call; `lifetime` stands for the call.
+        let $e = unsafe { rustler::Env::new(&lifetime, $nif_env) };
+        // SAFETY: `argc` terms at `argv`, valid for the call.
+        let args = unsafe { std::slice::from_raw_parts($argv, $argc.max(0) as usize) };
+        let result = std::panic::catch_unwind(move || {
+            let mut _next = args.iter();
+            $(
+                let $arg = match _next.next() {
+                    // SAFETY: an argument term of this call, valid in its env.
+                    Some(&raw) => unsafe { rustler::Term::new($e, raw) }.decode()?,
+                    None => return Err($crate::nif::Failed::Decode),
+                };
+            )*
+            let mut $budget = $new;
+            $before;
+            let outcome = $f $(::<$g>)? ($e, $($arg,)* &mut $budget);
+            // The raw term leaves the closure: the success path returns it as it
+            // is, without moving a rustler `Term` through memory.
+            ($answer)(outcome).map(|answer| $crate::nif::Answer::from(answer).raw())
+        });
+        match result {
+            Ok(Ok(Some(raw))) => raw,
+            // SAFETY: this call's env and arguments.
+            Ok(Ok(None)) => $crate::nif::nif!(@reschedule $nif_env, $argc, $argv $(, $reschedule)?),
+            // SAFETY: this call's env.
+            Ok(Err(failed)) => unsafe { $crate::nif::raise($e, failed) },
+            // SAFETY: this call's env.
+            Err(_) => unsafe { $crate::nif::raise($e, $crate::nif::Failed::Panic) },
+        }
+    }};
+    (@reschedule $nif_env:ident, $argc:ident, $argv:ident, $reschedule:ident) => {
+        // SAFETY: this call's env and arguments.
+        unsafe { $reschedule($nif_env, $argc, $argv) }
+    };
+    (@reschedule $nif_env:ident, $argc:ident, $argv:ident) => {
+        unreachable!("only a normal call asks for a dirty scheduler")
     };
 }
 pub(crate) use nif;
+
+/// What a call answers: a term, or nothing yet (moved to a dirty scheduler).
+pub struct Answer<'a>(Option<rustler::Term<'a>>);
+
+impl Answer<'_> {
+    /// The answer's raw term, `None` to reschedule.
+    #[inline(always)]
+    pub fn raw(self) -> Option<rustler::sys::ErlNifTerm> {
+        self.0.map(|term| term.as_c_arg())
+    }
+}
+
+impl<'a> From<rustler::Term<'a>> for Answer<'a> {
+    #[inline(always)]
+    fn from(term: rustler::Term<'a>) -> Answer<'a> {
+        Answer(Some(term))
+    }
+}
+
+impl<'a> From<Option<rustler::Term<'a>>> for Answer<'a> {
+    #[inline(always)]
+    fn from(term: Option<rustler::Term<'a>>) -> Answer<'a> {
+        Answer(term)
+    }
+}

@@ -4,7 +4,7 @@
 
 use crate::budget::{needs_dirty, Budget, Outcome};
 use crate::cells::{for_each_raw_node, longer_than};
-use crate::term_id::{term_id_in, Probes};
+use crate::term_id::{term_id_in, Order};
 use crate::weighted::decode_weighted;
 use hrw_core::nodes::{distinct, fingerprint};
 use hrw_core::ring::Ring;
@@ -64,7 +64,7 @@ pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outco
     let mut weight_terms = Vec::new();
     let mut pairs = Vec::new();
     let env = nodes.get_env();
-    let mut probes = Probes::new();
+    let mut order = Order::default();
     for_each_raw_node(nodes, cost::NODE_DECODE, budget, |raw, budget| {
         work::count(4 * cost::ELEMENT);
         // SAFETY: a cell of the node list, valid in `env` for this call.
@@ -72,13 +72,13 @@ pub fn decode<'a>(nodes: Term<'a>, weighted: bool, budget: &mut Budget) -> Outco
         let node = if weighted {
             let (node, weight, term) = decode_weighted(entry)?;
             pairs.push((
-                term_id_in(env, node.as_c_arg(), budget, &mut probes)?,
+                term_id_in(env, node.as_c_arg(), budget, &mut order)?,
                 weight,
             ));
             weight_terms.push(term);
             node
         } else {
-            pairs.push((term_id_in(env, raw, budget, &mut probes)?, 1.0));
+            pairs.push((term_id_in(env, raw, budget, &mut order)?, 1.0));
             entry
         };
         terms.push(node);

@@ -77,7 +77,12 @@ pub fn resource<'a, T: Prepared>(term: Term<'a>) -> Outcome<&'a T> {
 /// The index of the owner of `key` in the `T` of `prepared`. Inlined into each
 /// NIF: one call level fewer on the lookup hot path.
 #[inline]
-pub fn owner<T: Prepared>(prepared: Term, key: Term, budget: &mut Budget) -> Outcome<usize> {
+pub fn owner<T: Prepared>(
+    _env: Env,
+    prepared: Term,
+    key: Term,
+    budget: &mut Budget,
+) -> Outcome<usize> {
     let prepared = resource::<T>(prepared)?;
     budget.charge(prepared.owner_cost())?;
     let key = term_id(key, budget)?;
@@ -86,6 +91,7 @@ pub fn owner<T: Prepared>(prepared: Term, key: Term, budget: &mut Budget) -> Out
 
 /// The indices of the `count` best nodes for `key` in the `T` of `prepared`.
 pub fn owners<T: Prepared>(
+    _env: Env,
     prepared: Term,
     key: Term,
     count: usize,

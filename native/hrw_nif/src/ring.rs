@@ -64,6 +64,6 @@ fn build<'a>(env: Env<'a>, nodes: Term<'a>, weighted: bool, b: &mut Budget) -> O
     prepared::build::<Ring>(env, nodes, weighted, (), b)
 }
 
-nif!(ring_new => build(env, nodes, weighted));
-nif!(ring_owner => owner::<Ring>(ring, key));
-nif!(ring_owners => owners::<Ring>(ring, key, count));
+nif!(RING_NEW: "ring_new" => build(env, nodes, weighted));
+nif!(RING_OWNER: "ring_owner" => owner::<Ring>(env, ring, key));
+nif!(RING_OWNERS: "ring_owners" => owners::<Ring>(env, ring, key, count));

@@ -63,6 +63,6 @@ impl Prepared for Skeleton {
     }
 }
 
-nif!(skeleton_new => build::<Skeleton>(env, nodes, weighted, leaf_size));
-nif!(skeleton_owner => owner::<Skeleton>(skeleton, key));
-nif!(skeleton_owners => owners::<Skeleton>(skeleton, key, count));
+nif!(SKELETON_NEW: "skeleton_new" => build::<Skeleton>(env, nodes, weighted, leaf_size));
+nif!(SKELETON_OWNER: "skeleton_owner" => owner::<Skeleton>(env, skeleton, key));
+nif!(SKELETON_OWNERS: "skeleton_owners" => owners::<Skeleton>(env, skeleton, key, count));

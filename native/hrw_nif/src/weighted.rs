@@ -6,7 +6,7 @@ use crate::nif::nif;
 use crate::term_id::term_id;
 use hrw_core::n3;
 use hrw_core::weighted::{valid_weight, Standing, Weight};
-use rustler::{Binary, Encoder, Term, TermType};
+use rustler::{Binary, Encoder, Env, Term, TermType};
 
 /// Splits `{node, weight}` into the node term, the weight as a binary64, and the
 /// weight term as given. Weights are integers or floats in `(0, 2^53]`, exactly:
@@ -110,11 +110,11 @@ fn shown(mut text: String) -> String {
 
 /// The weighted standing as one integer where higher wins, ordered exactly as owners
 /// are chosen (docs/HASHING.md §3): `(2^64 - 1 - cost key)·2^64 + N3 score`.
-fn score(key: Term, entry: Term, budget: &mut Budget) -> Outcome<u128> {
+fn score(_env: Env, key: Term, entry: Term, budget: &mut Budget) -> Outcome<u128> {
     let (node, weight, _) = decode_weighted(entry)?;
     let k = n3::prep(term_id(key, budget)?);
     let st = Standing::new(n3::score(k, term_id(node, budget)?), Weight::new(weight));
     Ok(!st.rank())
 }
 
-nif!(weighted_score => score(key, entry));
+nif!(WEIGHTED_SCORE: "weighted_score" => score(env, key, entry));

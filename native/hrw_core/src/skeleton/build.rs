@@ -255,6 +255,7 @@ impl Skeleton {
             span,
             mass,
             weights: if weighted { weights } else { Vec::new() },
+            linear: nodes.iter().map(|&(id, _)| n3::linear(id)).collect(),
             weighted,
             len: n,
             depth,

@@ -57,6 +57,8 @@ pub struct Skeleton {
     pub(super) mass: Vec<f64>,
     /// Per sorted position (cold, for `owners`; empty when unweighted): the weight.
     pub(super) weights: Vec<f64>,
+    /// Per build index (cold, for `holds`): the node's `n3::linear` id.
+    pub(super) linear: Vec<u64>,
     pub(super) weighted: bool,
     pub(super) len: usize,
     pub(super) depth: usize,

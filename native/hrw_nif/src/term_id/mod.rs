@@ -1,7 +1,7 @@
 //! Any Erlang term to its canonical u64 id (docs/HASHING.md, "Term ids"), and the
 //! `term_id` and `score` NIFs: the term walk, top to bottom in this file:
 //!
-//! 1. the entry ([`term_id_in`]): which question is asked of a term first;
+//! 1. the entry ([`term_id_in`]): the term's type, then the read of that type;
 //! 2. the fast leaves: small integers, cached atoms, whole-byte binaries;
 //! 3. the flat fast paths: tuples and small maps of fast leaves, hashed on the stack;
 //! 4. the general walk: nested tuples, lists and maps on one id stack;
@@ -39,7 +39,7 @@ use hrw_core::term_hash::{self, tag, IdStack, Mark};
 use hrw_core::{cost, n3, work};
 use refusals::{too_deep, unreadable};
 use rustler::sys::{
-    enif_get_int64, enif_get_map_size, enif_inspect_binary, enif_is_atom, enif_map_iterator_create,
+    enif_get_int64, enif_get_map_size, enif_inspect_binary, enif_map_iterator_create,
     enif_map_iterator_destroy, enif_map_iterator_get_pair, enif_map_iterator_next, ErlNifBinary,
     ErlNifEnv, ErlNifMapIterator, ErlNifMapIteratorEntry, ErlNifTerm,
 };
@@ -68,69 +68,48 @@ pub fn term_id(term: Term, budget: &mut Budget) -> Outcome<u64> {
 /// memory stalls the wider load that reads it back, per element).
 #[inline]
 pub fn term_id_raw(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Outcome<u64> {
-    term_id_in(env, raw, budget, &mut Probes::new())
+    term_id_in(env, raw, budget, &mut Order::default())
 }
 
-/// In which order [`term_id_in`] asks what a boxed term is. Each failed probe is a
-/// VM call. A key, and the first term of a walk, is asked whether it is a binary
-/// (the most common boxed key), and if not its type is queried. Once a walk over
-/// many terms has met a boxed term that is not a binary, it asks the next ones
-/// whether they are a tuple or a map, then a binary, and goes back to binaries
-/// first at the next term that is neither: a list of tuples pays one failed probe
-/// and one type query, on its first element, instead of both on every element,
-/// and a list of floats no more than a single float does.
-#[derive(Clone, Copy)]
-pub struct Probes {
-    binaries_first: bool,
+/// What a walk over many terms (a node list, a key list) met last: after a
+/// binary, the next term is first asked whether it is a binary, which answers a
+/// list of binaries in one VM call per element; any other term, and a term that
+/// is not a binary after all, has its type asked first.
+#[derive(Clone, Copy, Default)]
+pub struct Order {
+    after_binary: bool,
 }
 
-impl Probes {
-    /// Binaries first (one key, or the start of a walk).
-    pub fn new() -> Probes {
-        Probes {
-            binaries_first: true,
-        }
-    }
-}
-
-/// [`term_id_raw`], asking what a boxed term is in the order of `probes` (which it
-/// updates: see [`Probes`]). Only the speed depends on the order.
+/// [`term_id_raw`] of a term of a walk in `order` (which it updates). The term's
+/// type is asked (one VM call), then the term is read as that type: small
+/// integers, atoms and binaries on the fast path, tuples and maps through
+/// [`tuple_id`] and [`map_id`], the rest by the general walk. Only the speed
+/// depends on the order.
 #[inline]
 pub fn term_id_in(
     env: Env,
     raw: ErlNifTerm,
     budget: &mut Budget,
-    probes: &mut Probes,
+    order: &mut Order,
 ) -> Outcome<u64> {
     budget.pay(cost::TERM)?;
-    if !boxed(raw) {
-        return fast_leaf(env, raw, budget).or_else(|| slow_id(env, raw, budget, probes));
-    }
-    if probes.binaries_first {
-        return binary_leaf(env, raw, budget).or_else(|| slow_id(env, raw, budget, probes));
-    }
-    if let Some(id) = container_id(env, raw, budget) {
-        return id;
-    }
-    match binary_leaf(env, raw, budget) {
-        Fast::Id(id) => {
-            probes.binaries_first = true;
-            Ok(id)
+    if order.after_binary {
+        match binary_leaf(env, raw, budget) {
+            Fast::Id(id) => return Ok(id),
+            Fast::Dirty => return needs_dirty(),
+            Fast::Other => {}
         }
-        Fast::Dirty => needs_dirty(),
-        Fast::Other => slow_id(env, raw, budget, probes),
     }
+    let kind = type_of(env, raw);
+    order.after_binary = matches!(kind, TermType::Binary);
+    fast_leaf_of(env, raw, kind, budget).or_else(|| other_id(env, raw, kind, budget))
 }
 
-/// The id of `raw` if it is a tuple or a map (`None` otherwise, nothing charged).
+/// The type of `raw`, a term of `env`'s call (`enif_term_type`).
 #[inline(always)]
-fn container_id(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Option<Outcome<u64>> {
+fn type_of(env: Env, raw: ErlNifTerm) -> TermType {
     // SAFETY: a term of this call's env.
-    let term = unsafe { Term::new(env, raw) };
-    if let Some(tuple) = TupleView::of(term) {
-        return Some(tuple_id(term, tuple.raw(), budget));
-    }
-    map_size(env, raw).map(|n| map_id(term, n, budget))
+    unsafe { Term::new(env, raw) }.get_type()
 }
 
 /// The id of the tuple `term` with `elements`, its visit charged.
@@ -151,15 +130,11 @@ fn map_id(term: Term, n: usize, budget: &mut Budget) -> Outcome<u64> {
     Walk::new(budget).container_id(term, TermType::Map, 0)
 }
 
-/// A term that no probe of [`term_id_in`] took, its visit charged: its type is
-/// queried, then read as that type. The next term of a walk is probed as a
-/// container first when this one is a tuple or a map, else as a binary first.
+/// A term of type `kind` that the fast leaves did not take, its visit charged.
 #[inline(never)]
-fn slow_id(env: Env, raw: ErlNifTerm, budget: &mut Budget, probes: &mut Probes) -> Outcome<u64> {
+fn other_id(env: Env, raw: ErlNifTerm, kind: TermType, budget: &mut Budget) -> Outcome<u64> {
     // SAFETY: a term of this call's env.
     let term = unsafe { Term::new(env, raw) };
-    let kind = term.get_type();
-    probes.binaries_first = !matches!(kind, TermType::Tuple | TermType::Map);
     match kind {
         TermType::Tuple => tuple_id(term, tuple_elements(term)?, budget),
         TermType::Map => {
@@ -214,30 +189,36 @@ impl Fast {
 /// counted; [`Fast::Other`] for anything else. Reads the raw term with the NIF API
 /// (a rustler `Term` built per element costs a stalled reload of its env flag).
 #[inline(always)]
-fn fast_leaf(term_env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Fast {
-    let env = term_env.as_c_arg();
-    let (small, atom) = hint(raw);
-    if small {
-        let mut v: i64 = 0;
-        // SAFETY: `v` is a valid out-pointer; the call returns 0 unless `raw` is an
-        // integer that fits an i64, and then stores it.
-        if unsafe { enif_get_int64(env, raw, &mut v) } != 0 {
-            return Fast::Id(term_hash::int64(v));
+fn fast_leaf(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Fast {
+    fast_leaf_of(env, raw, type_of(env, raw), budget)
+}
+
+/// [`fast_leaf`] of a term of type `kind`.
+#[inline(always)]
+fn fast_leaf_of(term_env: Env, raw: ErlNifTerm, kind: TermType, budget: &mut Budget) -> Fast {
+    match kind {
+        TermType::Integer => {
+            let mut v: i64 = 0;
+            // SAFETY: `v` is a valid out-pointer; the call returns 0 unless `raw` is
+            // an integer that fits an i64, and then stores it.
+            if unsafe { enif_get_int64(term_env.as_c_arg(), raw, &mut v) } != 0 {
+                return Fast::Id(term_hash::int64(v));
+            }
+            Fast::Other
         }
-    } else if atom {
-        if budget.pay(cost::ATOM_CACHE).is_err() {
-            return Fast::Dirty;
-        }
-        if let Some(id) = atom_cache::get(raw) {
-            return Fast::Id(id);
-        }
-        // SAFETY: a term of this call's env.
-        if unsafe { enif_is_atom(env, raw) } != 0 {
+        TermType::Atom => {
+            if budget.pay(cost::ATOM_CACHE).is_err() {
+                return Fast::Dirty;
+            }
+            if let Some(id) = atom_cache::get(raw) {
+                return Fast::Id(id);
+            }
             // SAFETY: a term of this call's env.
-            return first_atom_id(unsafe { Term::new(term_env, raw) }, budget);
+            first_atom_id(unsafe { Term::new(term_env, raw) }, budget)
         }
+        TermType::Binary => binary_leaf(term_env, raw, budget),
+        _ => Fast::Other,
     }
-    binary_leaf(term_env, raw, budget)
 }
 
 /// The id of a whole-byte binary, its visit already charged and counted (its
@@ -293,22 +274,6 @@ fn first_atom_id(term: Term, budget: &mut Budget) -> Fast {
         Err(failure) if failure.needs_dirty() => Fast::Dirty,
         Err(_) => Fast::Other,
     }
-}
-
-/// Where the VM's term layout hints at a small integer (low 4 bits `1111`) or an
-/// atom (low 6 bits `001011`). Only an ordering hint: every value is still read
-/// through the NIF API, so a different layout only makes the fast path slower.
-#[inline(always)]
-fn hint(term: ErlNifTerm) -> (bool, bool) {
-    let raw = atom_cache::bits(term);
-    (raw & 0xF == 0xF, raw & 0x3F == 0x0B)
-}
-
-/// Where the term layout hints at a boxed term (low 2 bits `10`: a tuple, binary,
-/// map, bignum, float, ...). A hint as [`hint`] is.
-#[inline(always)]
-fn boxed(term: ErlNifTerm) -> bool {
-    atom_cache::bits(term) & 0x3 == 0x2
 }
 
 // ---------------------------------------------------------------------------
@@ -706,26 +671,43 @@ impl Drop for MapEntries<'_, '_> {
 // 6. The NIFs
 
 /// The canonical id of any term (docs/HASHING.md); exposed for users and tests.
-fn id_of(term: Term, budget: &mut Budget) -> Outcome<u64> {
+fn id_of(_env: Env, term: Term, budget: &mut Budget) -> Outcome<u64> {
     term_id(term, budget)
 }
 
 /// The N3 score of `node` for `key`: `HRW.owner/2` picks the node maximising it.
-fn score_of(key: Term, node: Term, budget: &mut Budget) -> Outcome<u64> {
+fn score_of(_env: Env, key: Term, node: Term, budget: &mut Budget) -> Outcome<u64> {
     let k = n3::prep(term_id(key, budget)?);
     Ok(n3::score(k, term_id(node, budget)?))
 }
 
-nif!(term_id => id_of(term));
-nif!(score => score_of(key, node));
+nif!(TERM_ID: "term_id" => id_of(env, term));
+nif!(SCORE: "score" => score_of(env, key, node));
 
 // ---------------------------------------------------------------------------
 // 7. The atom cache
 
+/// Whether the atom cache may be used on ERTS major version `erts_major`: on
+/// ERTS 13 to 17 (OTP 25 to 29) atoms are never collected, so an atom's term
+/// value names it for the VM's lifetime. Any other version (or none known):
+/// off.
+pub fn atom_cache_for(erts_major: Option<u32>) -> bool {
+    matches!(erts_major, Some(13..=17))
+}
+
+/// Switches the atom cache on or off (the load callback, and test builds).
+pub fn switch_atom_cache(on: bool) {
+    atom_cache::switch(on);
+}
+
 /// A lock-free table from an atom's term value to its id, shared by every
-/// scheduler of the VM. Sound because atoms are interned and never collected
-/// (OTP 25): while the VM runs, one term value names one atom, and an id is a
-/// function of the atom, so any id stored under a value is that atom's id.
+/// scheduler of the VM. This keys atoms by the VM's term word, which the NIF API
+/// leaves opaque: sound because atoms are interned and never collected on the
+/// ERTS versions it is switched on for ([`atom_cache_for`]): while the VM runs,
+/// one term value names one atom, and an id is a function of the atom, so any id
+/// stored under a value is that atom's id. On any other ERTS it stays off (the
+/// fallback: every atom's id from its name, the same ids); docs/MAINTAINING.md
+/// lists it.
 ///
 /// 4-way set associative (a set is one 64-byte line), and it keeps caching when
 /// full: a new atom takes a free slot of its set, else evicts one chosen by its
@@ -735,7 +717,14 @@ nif!(score => score_of(key, node));
 /// the id, so it never pairs a key with another atom's id.
 mod atom_cache {
     use rustler::sys::ErlNifTerm;
-    use std::sync::atomic::{fence, AtomicU64, Ordering};
+    use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+
+    /// Whether the cache is used (set by the load callback, init.rs).
+    static ON: AtomicBool = AtomicBool::new(false);
+
+    pub fn switch(on: bool) {
+        ON.store(on, Ordering::Relaxed);
+    }
 
     const SLOTS: usize = 1 << 13;
     const WAYS: usize = 4;
@@ -776,6 +765,9 @@ mod atom_cache {
     /// The cached id of the atom whose term value is `term`, if stored.
     #[inline(always)]
     pub fn get(term: ErlNifTerm) -> Option<u64> {
+        if !ON.load(Ordering::Relaxed) {
+            return None;
+        }
         let key = bits(term);
         for slot in &set(key).0 {
             if slot.key.load(Ordering::Acquire) == key {
@@ -792,6 +784,9 @@ mod atom_cache {
     /// Stores the id of the atom `term` (computed by the caller), evicting one of
     /// its set's atoms when the set is full.
     pub fn put(term: ErlNifTerm, id: u64) {
+        if !ON.load(Ordering::Relaxed) {
+            return;
+        }
         let key = bits(term);
         if key == 0 || key == BUSY {
             return;

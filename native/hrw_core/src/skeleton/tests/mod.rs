@@ -124,6 +124,9 @@ fn single_node_leaves_on_structured_ids() {
 
 #[test]
 fn holds_finds_every_node_at_its_index_and_no_other() {
+    // A repeated id is at each of its build indices.
+    let twice = Skeleton::build(&[(5, 1.0), (9, 1.0), (5, 1.0)], 4);
+    assert!(twice.holds(0, 5) && twice.holds(2, 5) && !twice.holds(1, 5));
     // Tiny leaves and structured ids give deep tries with skipped levels (fillers).
     for (label, mut nodes) in namings(3000) {
         for leaf in [1, 2, 7, 64, 5000] {
