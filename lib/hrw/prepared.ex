@@ -51,7 +51,7 @@ defmodule HRW.Prepared do
   # The lookups take their arguments in `HRW`'s order (key first), so that
   # `HRW.owner/3`'s fast path passes them on unmoved, and `owner/2` reads every
   # field a lookup needs in one match before it looks at the kind
-  # (`bench/fast_path_ab.exs` measures this path).
+  # (`bench/native_ab.exs` measures this path).
 
   @doc """
   The owner of `key` in `target`, any term: a ring or skeleton without overrides

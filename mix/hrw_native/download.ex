@@ -26,8 +26,7 @@ defmodule Mix.HrwNative.Download do
   @modules [Wire, Proxy, TLS, Failure, __MODULE__]
   @compiled {__MODULE__, :object_code}
 
-  # The child reads the request, loads the code and runs child/2; any failure
-  # halts it silently (a crash report could print the request).
+  # Reads the request, loads the code, runs child/2; any failure halts it silently.
   @boot ~S"""
   try
     P = open_port({fd, 0, 1}, [binary, {packet, 4}, eof]),
@@ -89,15 +88,23 @@ defmodule Mix.HrwNative.Download do
     # ArgumentError (rescued below) if mix.exs kept no code for it.
     code = :persistent_term.get(@compiled)
 
+    erl =
+      :os.find_executable(~c"erl", ~c"#{:code.root_dir()}/bin") || raise(ArgumentError, "no erl")
+
+    args = ~w(-noinput -kernel logger_level none -hrw_native_download -pa)
+    args = args ++ [Path.dirname(:code.which(Kernel)), "-eval", @boot]
+    # On Unix through sh, so that the child's stderr (a signal's name) goes nowhere.
+    unix? = match?({:unix, _}, :os.type())
+    sh = ["-c", ~s(exec "$0" "$@" 2>/dev/null), to_string(erl)]
+    {exe, args} = if unix?, do: {"/bin/sh", sh ++ args}, else: {erl, args}
+
     port =
-      Port.open({:spawn_executable, :os.find_executable(~c"erl", ~c"#{:code.root_dir()}/bin")}, [
+      Port.open({:spawn_executable, exe}, [
         :binary,
         :exit_status,
         packet: 4,
         cd: "/",
-        args:
-          ~w(-noinput -kernel logger_level none -hrw_native_download -pa) ++
-            [Path.dirname(:code.which(Kernel)), "-eval", @boot],
+        args: args,
         env:
           [{~c"ERL_CRASH_DUMP_SECONDS", ~c"0"}, {~c"ERL_CRASH_DUMP", ~c"/dev/null"}] ++
             for(name <- ~w(ERL_AFLAGS ERL_FLAGS ERL_ZFLAGS), do: {~c"#{name}", false})
@@ -222,10 +229,9 @@ defmodule Mix.HrwNative.Download do
     end
   end
 
-  # One stand-alone :httpc per request, under a name of its own (a redirect's
-  # request starts another), one connection, not kept. Unregistered, it cannot
-  # re-send a request by itself (the re-send :httpc schedules for a 503 with
-  # Retry-After is addressed to a registered profile name, and lands nowhere).
+  # One stand-alone :httpc per request (a redirect's starts another), one
+  # connection, not kept; unregistered, so the re-send :httpc schedules for a 503
+  # with Retry-After (addressed to a registered profile) lands nowhere.
   defp request(url, proxy, tls, opts, deadline, redirects) do
     {:ok, client} = :inets.start(:httpc, [profile: :"hrw_native#{redirects}"], :stand_alone)
     true = Process.unlink(client)
@@ -255,8 +261,7 @@ defmodule Mix.HrwNative.Download do
 
     case :httpc.request(:get, request, http_opts, options, client) do
       {:ok, ref} ->
-        # The handler the manager started for the request: watched, so that a
-        # request it ends without an answer is not waited for.
+        # The request's handler: watched, so a request it drops is not waited for.
         {:links, links} = Process.info(client, :links)
         handler = Enum.find(links, &is_pid/1)
         watch = if handler, do: Process.monitor(handler), else: make_ref()

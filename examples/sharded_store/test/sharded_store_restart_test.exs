@@ -76,6 +76,12 @@ defmodule ShardedStoreRestartTest do
     end
   end
 
+  defp quorum?(node) do
+    rpc(node, HRW.Cluster, :snapshot, [ShardedStore.cluster()], 10_000).quorum?
+  catch
+    _, _ -> false
+  end
+
   defp status(node) do
     rpc(node, ShardedStore, :status, [], 10_000)
   catch
@@ -83,13 +89,15 @@ defmodule ShardedStoreRestartTest do
   end
 
   # Every node has processed exactly `nodes`, pushed everything and (a new
-  # replica) heard from every member.
+  # replica) heard from every member, and its cluster has its quorum (a restarted
+  # server with a lease counts from the first heartbeats answered).
   defp settle(nodes) do
     expected = Fingerprint.of(nodes)
 
     until(
       fn ->
-        Enum.all?(nodes, &match?({^expected, 0, _}, status(&1))) or mend(nodes)
+        Enum.all?(nodes, &(match?({^expected, 0, _}, status(&1)) and quorum?(&1))) or
+          mend(nodes)
       end,
       "agreement on #{inspect(nodes)}"
     )
@@ -158,6 +166,7 @@ defmodule ShardedStoreRestartTest do
 
       # Another owner of some of d's keys, killed once settled: d holds them.
       a = Enum.find(rest, fn a -> Enum.any?(mine, &(a in owners(d, &1))) end)
+      assert a != nil
       survivors = nodes -- [a]
       sigkill(a)
       settle(survivors)
