@@ -94,9 +94,8 @@ defmodule Mix.HrwNative.Download do
     args = ~w(-noinput -kernel logger_level none -hrw_native_download -pa)
     args = args ++ [Path.dirname(:code.which(Kernel)), "-eval", @boot]
     # On Unix through sh, so that the child's stderr (a signal's name) goes nowhere.
-    unix? = match?({:unix, _}, :os.type())
-    sh = ["-c", ~s(exec "$0" "$@" 2>/dev/null), to_string(erl)]
-    {exe, args} = if unix?, do: {"/bin/sh", sh ++ args}, else: {erl, args}
+    sh = ["-c", ~s(exec "$0" "$@" 2>/dev/null), to_string(erl) | args]
+    {exe, args} = if match?({:unix, _}, :os.type()), do: {"/bin/sh", sh}, else: {erl, args}
 
     port =
       Port.open({:spawn_executable, exe}, [

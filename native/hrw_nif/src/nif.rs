@@ -24,15 +24,15 @@
 //! rustler's `NifReturned`, and it cannot move an over-budget call to a dirty
 //! scheduler itself (the C function `enif_schedule_nif` needs is not reachable),
 //! so that had to be done by the Elixir caller (a raise, a catch and a second
-//! call). Measured as `bench/native_ab.sh A B 7 bench/nif_call_ab.exs`, A that
-//! design (`#[rustler::nif]` twins, small allocations from the system allocator)
-//! and B these entry points, all else equal: the median of the 7 pairwise A/B
-//! ratios was 1.56 for `HRW.term_id/1` of an integer, 1.10 of a binary, 1.17 for
-//! `HRW.owner/2` on a 100-node ring and 1.30 on a 1000-node skeleton (2 cores
-//! under a load of about 9: to be repeated quiet). So this macro writes the C
-//! entry points with rustler's public pieces only (`rustler::sys`, `Env::new`,
-//! `Term::new`, `Decoder`, `Encoder`) and erl_nif's `enif_schedule_nif`; errors
-//! and panics become exceptions here.
+//! call). Measured with `bench/native_ab.sh A B 7 bench/nif_call_ab.exs`, A that
+//! design (`#[rustler::nif]` twins) and B these entry points, all else equal, 7
+//! pairs on a quiet 2-core machine: the median pairwise A/B was 1.60 for
+//! `HRW.term_id/1` of an integer, 1.59 of a binary, 1.80 of an atom, 1.41 of a
+//! tuple, 1.26 for `HRW.owner/2` on a 100-node ring and 1.33 on a 1000-node
+//! skeleton (docs/BENCHMARKS.md). So this macro writes the C entry points with
+//! rustler's public pieces only (`rustler::sys`, `Env::new`, `Term::new`,
+//! `Decoder`, `Encoder`) and erl_nif's `enif_schedule_nif`; errors and panics
+//! become exceptions here.
 //!
 //! Adding a NIF: one `nif!` line beside the function it wraps, its entry in
 //! init.rs's table, and its stub in lib/hrw/native.ex (which declares the test
