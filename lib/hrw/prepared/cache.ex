@@ -48,7 +48,7 @@ defmodule HRW.Prepared.Cache do
   or made here by `build` (which returns `{resource, node_count}`) and shared. The
   build runs in the calling process, never in the server.
   """
-  @spec fetch(key(), (() -> {reference(), non_neg_integer()})) :: reference()
+  @spec fetch(key(), (... -> {reference(), non_neg_integer()})) :: reference()
   def fetch(key, build) do
     case lookup(key) do
       {:ok, resource} -> resource
