@@ -36,11 +36,21 @@ defmodule HRW.FreshEpmdTest do
     env = [{"ERL_EPMD_PORT", Integer.to_string(port)}]
     on_exit(fn -> System.cmd("epmd", ["-kill"], env: env, stderr_to_stdout: true) end)
 
-    paths = Enum.flat_map(:code.get_path(), &["-pa", List.to_string(&1)])
+    # The test build's code path, without ".": run from a folder of its own, so
+    # that no folder named like the application (a checkout named hrw) can stand
+    # for it when OTP looks up :hrw's priv folder.
+    paths = for path <- :code.get_path(), path != ~c".", do: ["-pa", List.to_string(path)]
     elixir = System.find_executable("elixir")
+    dir = Path.join(System.tmp_dir!(), "hrw_fresh_epmd_#{System.unique_integer([:positive])}")
+    File.mkdir_p!(dir)
+    on_exit(fn -> File.rm_rf!(dir) end)
 
     {output, status} =
-      System.cmd(elixir, paths ++ ["-e", @script], env: env, stderr_to_stdout: true)
+      System.cmd(elixir, List.flatten(paths) ++ ["-e", @script],
+        env: env,
+        cd: dir,
+        stderr_to_stdout: true
+      )
 
     assert status == 0, output
     # The VM used the fresh port: its epmd is still there, with no node left.
