@@ -184,6 +184,21 @@ defmodule Mix.HrwNative.CacheTest do
       [Path.join(root, "mix/tasks/compile.hrw_native.ex")]
   end
 
+  # Copies of the task's files that another user can read: a checkout may sit in a
+  # folder closed to them (under /root, say).
+  defp readable_copies(files, dir) do
+    copies = Path.join(dir, "task_files")
+    File.mkdir_p!(copies)
+    File.chmod!(copies, 0o755)
+
+    for file <- files do
+      copy = Path.join(copies, Path.basename(file))
+      File.cp!(file, copy)
+      File.chmod!(copy, 0o644)
+      copy
+    end
+  end
+
   defp root?, do: System.cmd("id", ["-u"]) |> elem(0) |> String.trim() == "0"
 
   defp messages do
@@ -197,7 +212,7 @@ defmodule Mix.HrwNative.CacheTest do
   # The compile task's decision in a fresh VM (as `user`, when given), with the
   # task's own files: what it printed, then its result.
   defp run_task(c, overrides, user) do
-    files = task_files()
+    files = if user, do: readable_copies(task_files(), c.case_dir), else: task_files()
     args = Path.join(c.case_dir, "args")
     native = Path.join(c.case_dir, "native")
     File.write!(args, :erlang.term_to_binary({native, c.dest, opts(c, overrides)}))
