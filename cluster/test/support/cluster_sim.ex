@@ -761,7 +761,7 @@ defmodule HRW.ClusterSim do
   defp pg_event(w, n, event) do
     node = w.nodes[n]
 
-    if node.m && node.m.following == :monitored and node.followed == node.scope,
+    if node.m != nil and node.m.following == :monitored and node.followed == node.scope,
       do: to_server(w, n, event),
       else: w
   end
