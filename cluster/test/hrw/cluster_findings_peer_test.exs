@@ -1,5 +1,5 @@
 defmodule HRW.ClusterFindingsPeerTest do
-  # Findings 1 to 3 of issue 44 on real :peer nodes, each the case the simulator's
+  # Three orders of events on real :peer nodes, each the case a simulator's
   # named schedule replays (test/hrw/cluster_sim_test.exs). Times are lower bounds
   # that hold by construction: a departed member's keys move no earlier than its
   # hold after the test made it depart, however late the server runs.
@@ -42,7 +42,7 @@ defmodule HRW.ClusterFindingsPeerTest do
     end
   end
 
-  test "finding 1: a departure behind a pending evaluation, the server suspended, " <>
+  test "a departure behind a pending evaluation, the server suspended, " <>
          "keeps the member's keys for its hold" do
     name = :find_queued
     opts = [name: name, quorum: {:majority, 3}, debounce: 200]
@@ -73,7 +73,7 @@ defmodule HRW.ClusterFindingsPeerTest do
     eventually(fn -> b not in HRW.Cluster.members(name) end, "b removed")
   end
 
-  test "finding 2: a polled :pg source holds a leaving member for its hold" do
+  test "a polled :pg source holds a leaving member for its hold" do
     name = :find_polled
     scope = :hrw_find_scope
     opts = [name: name, source: {:pg, scope, :g}, poll_interval: 50, quorum: {:majority, 3}]
@@ -103,7 +103,7 @@ defmodule HRW.ClusterFindingsPeerTest do
     eventually(fn -> b not in HRW.Cluster.members(name) end, "b removed")
   end
 
-  test "finding 3: a monitored :pg source follows its scope again after the scope restarts" do
+  test "a monitored :pg source follows its scope again after the scope restarts" do
     name = :find_scope
     scope = :hrw_find_restart
     {_pa, a} = start_peer(:s_a)

@@ -1,6 +1,8 @@
 defmodule HRW.ClusterSimTest do
   # HRW.Cluster.Machine driven by HRW.ClusterSim over virtual time: seeded
-  # schedules, and the findings of issue 44 as named schedules. A failure names
+  # schedules, and named ones for the orders of events written down by hand (a
+  # departure behind a pending evaluation, a polled :pg leave, a scope restart,
+  # ...). A failure names
   # its seed and a shortened schedule; HRW_SIM_SEED=<seed> replays one seed,
   # HRW_SIM_SCHEDULES=<n> runs more.
   use ExUnit.Case, async: true

@@ -82,7 +82,7 @@ defmodule ShardedStore do
   again long before. Measured on 5 `:peer` nodes on one host (a 2-core Xeon VM
   shared with other work, load average 7-10; 300 keys at one version; commit
   3741c71, 2026-12-06; `SHARDED_STORE_REPORT=1 MIX_ENV=test mix test
-  test/sharded_store_restart_test.exs --only test:"test item 7: after a kill
+  test/sharded_store_restart_test.exs --only test:"test after a kill
   (lease: 3000) every key has two copies again before the view drops the killed
   member"`, and the same with `lease: nil`, 5 runs of each): the last of the
   killed node's 110-136 keys had two copies again a median 54 ms (43-64) after

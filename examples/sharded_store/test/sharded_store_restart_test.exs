@@ -13,31 +13,10 @@ defmodule ShardedStoreRestartTest do
 
   defp deadline, do: HRW.TestTimeouts.ms(120_000)
 
-  defp start_peer(name) do
-    {:ok, _peer, node} =
-      :peer.start(%{
-        name: name,
-        host: ~c"127.0.0.1",
-        longnames: true,
-        connection: :standard_io,
-        args: [
-          ~c"-kernel",
-          ~c"dist_auto_connect",
-          ~c"never",
-          ~c"-kernel",
-          ~c"logger_level",
-          ~c"error" | Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
-        ]
-      })
-
-    true = Node.connect(node)
-    node
-  end
-
   defp rpc(node, m, f, a, timeout \\ 60_000), do: :erpc.call(node, m, f, a, timeout)
 
   defp join(name, live, opts) do
-    node = start_peer(name)
+    {_peer, node} = ShardedStore.TestPeer.start(name)
     for other <- live, do: true = rpc(node, :net_kernel, :connect_node, [other])
     {:ok, _} = rpc(node, ShardedStore, :start, [opts])
     node
@@ -145,7 +124,7 @@ defmodule ShardedStoreRestartTest do
 
   for lease <- [3_000, nil] do
     @tag timeout: 600_000
-    test "item 6: a member killed and restarted empty under the same name (lease: " <>
+    test "a member killed and restarted empty under the same name (lease: " <>
            "#{inspect(lease)}) gets its keys back; the other owner killed next loses nothing" do
       opts = [expected: 5, lease: unquote(lease)]
       nodes = cluster(opts)
@@ -177,7 +156,7 @@ defmodule ShardedStoreRestartTest do
   end
 
   @tag timeout: 600_000
-  test "item 6: the replica alone killed and started again (faster than the view's debounce) " <>
+  test "the replica alone killed and started again (faster than the view's debounce) " <>
          "gets its keys back" do
     nodes = cluster(expected: 5)
     write_all(nodes, 1)
@@ -199,7 +178,7 @@ defmodule ShardedStoreRestartTest do
 
   for lease <- [3_000, nil] do
     @tag timeout: 600_000
-    test "item 7: after a kill (lease: #{inspect(lease)}) every key has two copies again " <>
+    test "after a kill (lease: #{inspect(lease)}) every key has two copies again " <>
            "before the view drops the killed member" do
       nodes = cluster(expected: 5, lease: unquote(lease))
       write_all(nodes, 1)
@@ -236,7 +215,7 @@ defmodule ShardedStoreRestartTest do
   end
 
   @tag timeout: 600_000
-  test "item 8: both owners of a key killed at once, three members join and the three " <>
+  test "both owners of a key killed at once, three members join and the three " <>
          "that saw it leave, one at a time: reads of the key still refuse, never :not_found" do
     opts = [expected: 5, forget: 600_000]
     nodes = cluster(opts)
@@ -279,7 +258,7 @@ defmodule ShardedStoreRestartTest do
   end
 
   @tag timeout: 600_000
-  test "item 9: two writers of one version, 1 and 1.0, at once from two nodes: the integer " <>
+  test "two writers of one version, 1 and 1.0, at once from two nodes: the integer " <>
          "write is :ok, the float one :ok or told the conflict, and every key ends at {1, 1}" do
     nodes = cluster(expected: 5)
     [a, b | _] = nodes
@@ -303,7 +282,7 @@ defmodule ShardedStoreRestartTest do
   end
 
   @tag timeout: 600_000
-  test "item 10: forged messages of every shape leave the replica running and its data whole" do
+  test "forged messages of every shape leave the replica running and its data whole" do
     nodes = cluster(expected: 5)
     write_all(nodes, 1)
     [node | _] = nodes

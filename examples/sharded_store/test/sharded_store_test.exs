@@ -15,29 +15,8 @@ defmodule ShardedStoreTest do
   # ShardedStore's default forget: (how long a key whose two owners left refuses).
   @forget 5_000
 
-  defp start_peer do
-    {:ok, peer, node} =
-      :peer.start(%{
-        name: :"ss_#{System.pid()}_#{System.unique_integer([:positive])}",
-        host: ~c"127.0.0.1",
-        longnames: true,
-        connection: :standard_io,
-        args: [
-          # Links are made by the test only, so a cut stays cut; global keeps
-          # OTP's default prevent_overlapping_partitions (it may cut more links
-          # than the test did, and settle/3 mends those within a side).
-          ~c"-kernel",
-          ~c"dist_auto_connect",
-          ~c"never",
-          ~c"-kernel",
-          ~c"logger_level",
-          ~c"error" | Enum.flat_map(:code.get_path(), &[~c"-pa", &1])
-        ]
-      })
-
-    true = Node.connect(node)
-    {peer, node}
-  end
+  defp start_peer,
+    do: ShardedStore.TestPeer.start(:"ss_#{System.pid()}_#{System.unique_integer([:positive])}")
 
   defp rpc(node, m, f, a, timeout \\ 60_000), do: :erpc.call(node, m, f, a, timeout)
 

@@ -1,7 +1,8 @@
 defmodule ShardedStore.SimulatorTest do
   # The replicas' state machine (ShardedStore.Machine) under the seeded simulator
-  # (test/support/store_simulator.ex): random schedules, then the orders of events
-  # of issue 44's findings as named schedules, then every message shape.
+  # (test/support/store_simulator.ex): random schedules, then named orders of
+  # events (restarts inside the wait, kills, cuts, two writers), then every
+  # message shape.
   #
   # STORE_SIM_SCHEDULES=n runs n random schedules per lease mode (default 600);
   # STORE_SIM_SEED=s (with STORE_SIM_LEASE=true|false) replays one.
@@ -113,7 +114,7 @@ defmodule ShardedStore.SimulatorTest do
 
   defp acked?(sim, key), do: Map.has_key?(sim.acked, key)
 
-  test "item 6: a member killed and restarted empty inside the lease's wait gets its keys " <>
+  test "a member killed and restarted empty inside the lease's wait gets its keys " <>
          "back; the other owner killed once settled loses nothing" do
     {d, a, c} = pair()
     key = key_of([d, a])
@@ -150,7 +151,7 @@ defmodule ShardedStore.SimulatorTest do
          3},
         {"a restart faster than the monitor's :DOWN, with a lease", true, 300, 3}
       ] do
-    test "item 6: #{name}: the restarted replica gets its keys back" do
+    test "#{name}: the restarted replica gets its keys back" do
       {d, a, c} = pair()
       key = key_of([d, a])
 
@@ -181,7 +182,7 @@ defmodule ShardedStore.SimulatorTest do
     end
   end
 
-  test "item 7: with a lease, every key has two copies again before the view drops the " <>
+  test "with a lease, every key has two copies again before the view drops the " <>
          "killed member: a second kill inside the wait loses nothing" do
     {d, a, c} = pair()
     key = key_of([d, a])
@@ -249,7 +250,7 @@ defmodule ShardedStore.SimulatorTest do
            )
   end
 
-  test "item 8: both owners of a key leave at once, members join and the ones that saw it " <>
+  test "both owners of a key leave at once, members join and the ones that saw it " <>
          "leave: reads of the key still refuse within forget:, never :not_found" do
     {a, b, c} = pair()
     key = key_of([a, b])
@@ -277,7 +278,7 @@ defmodule ShardedStore.SimulatorTest do
     assert [{_, {:read_answer, ^key, {:error, :unavailable}}}] = read_answers(sim, key)
   end
 
-  test "item 11: a write the minority acknowledges inside its lease, after a silent cut, is " <>
+  test "a write the minority acknowledges inside its lease, after a silent cut, is " <>
          "refused by majority reads for forget:, then missed until the heal, then read back" do
     {a, b, c} = pair()
     key = key_of([a, b])
@@ -319,7 +320,7 @@ defmodule ShardedStore.SimulatorTest do
     assert [_] = traced(sim, {:stale_read, key, :not_found, {2, {key, 2}}})
   end
 
-  test "item 9: two writers pick one version, the smaller value (1.0) reaches both owners " <>
+  test "two writers pick one version, the smaller value (1.0) reaches both owners " <>
          "first: both are :ok and every replica ends with the larger (1)" do
     {_d, _a, c} = pair()
 
@@ -347,9 +348,9 @@ defmodule ShardedStore.SimulatorTest do
            )
   end
 
-  # -- item 10: every message shape -------------------------------------------------
+  # -- every message shape ----------------------------------------------------------
 
-  test "item 10: a message of any other shape, or with a part of the wrong shape, is dropped " <>
+  test "a message of any other shape, or with a part of the wrong shape, is dropped " <>
          "and changes nothing" do
     snapshot = Machine.snapshot(@nodes)
     me = {hd(@nodes), 1}

@@ -593,7 +593,7 @@ defmodule ShardedStore.Simulator do
   end
 
   # Two writers pick one version with the values 1 and 1.0 (equal in term order,
-  # not identical): item 9's order of events, at random times.
+  # not identical), at random times.
   defp act(sim, {:same_version, key}) do
     version = Map.get(sim.versions, key, 0) + 1
     sim = %{sim | versions: Map.put(sim.versions, key, version)}
