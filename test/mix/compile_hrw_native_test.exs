@@ -132,28 +132,4 @@ defmodule Mix.Tasks.Compile.HrwNativeTest do
       HrwNative.build(ctx.native, ctx.dest, :prod, ctx.cargo)
     end
   end
-
-  # native/hrw_nif/src/init.rs calls rustler's undocumented
-  # `codegen_runtime::internal_write_symbols`, written against rustler 0.39.x: a
-  # caret requirement keeps cargo within that minor.
-  @rustler_minor "0.39"
-
-  test "the NIF is built against the rustler minor its entry is written for" do
-    native = Path.expand("../../native", __DIR__)
-    manifest = File.read!(Path.join(native, "hrw_nif/Cargo.toml"))
-    assert manifest =~ ~s(rustler = { version = "#{@rustler_minor}"), "require rustler 0.39"
-
-    locked =
-      for [_, name, version] <-
-            Regex.scan(
-              ~r/name = "(rustler[a-z_]*)"\nversion = "([^"]+)"/,
-              File.read!(Path.join(native, "Cargo.lock"))
-            ),
-          do: {name, version}
-
-    assert [{"rustler", rustler}, {"rustler_codegen", codegen}] = Enum.sort(locked)
-
-    assert String.starts_with?(rustler, @rustler_minor <> ".") and codegen == rustler,
-           "Cargo.lock resolves #{inspect(locked)}: reread init.rs against it"
-  end
 end

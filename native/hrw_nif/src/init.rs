@@ -25,17 +25,20 @@
 //! (resource.rs opens ours with both flags), and it finds the type and bumps a
 //! reference count on every decode.
 //!
-//! What this relies on in rustler beyond its public API (Cargo.toml requires
-//! rustler 0.39.x; another minor means rereading this file): `nif_init` must fill
-//! rustler's table of the VM's functions before any of them is called, which only
-//! `codegen_runtime::internal_write_symbols` (`internal_set_symbols` on Windows)
-//! does, and the entry is `rustler::sys::ErlNifEntry` (erl_nif.h's `ErlNifEntry`,
-//! which rustler does not document). The function table is ours (`NIFS`).
+//! The entry is erl_nif.h's `ErlNifEntry` ([`Entry`]), filled as `ERL_NIF_INIT`
+//! and rustler's `init!` fill it, plus the upgrade callback; the function table is
+//! ours (`NIFS`). Before any `rustler::sys` call can reach the VM, rustler's table
+//! of the VM's functions is filled with `rustler::sys::internal_write_symbols`
+//! (`internal_set_symbols` on Windows, from the table the VM passes), exactly as
+//! the code `init!` generates does; on Linux rustler links the functions directly
+//! and the call changes nothing.
 
 use crate::resource;
 use crate::ring::RingResource;
 use crate::skeleton::SkeletonResource;
-use rustler::sys::{c_int, c_void, ErlNifEntry, ErlNifEnv, ErlNifFunc, ErlNifTerm};
+use rustler::sys::{
+    c_char, c_int, c_uint, c_void, ErlNifEnv, ErlNifFunc, ErlNifResourceTypeInit, ErlNifTerm,
+};
 use std::sync::OnceLock;
 
 /// The module that loads this library.
@@ -124,37 +127,78 @@ const NIFS: &[&[ErlNifFunc]] = &[
     crate::nif::hooks::ATOM_CACHE,
 ];
 
+/// erl_nif.h's `ErlNifEntry` as NIF 2.14 and later lay it out: what `nif_init`
+/// returns and the VM reads (and copies) on every load of the library.
+#[repr(C)]
+struct Entry {
+    major: c_int,
+    minor: c_int,
+    name: *const c_char,
+    num_of_funcs: c_int,
+    funcs: *const ErlNifFunc,
+    load: Option<unsafe extern "C" fn(*mut ErlNifEnv, *mut *mut c_void, ErlNifTerm) -> c_int>,
+    reload: Option<unsafe extern "C" fn(*mut ErlNifEnv, *mut *mut c_void, ErlNifTerm) -> c_int>,
+    upgrade: Option<
+        unsafe extern "C" fn(
+            *mut ErlNifEnv,
+            *mut *mut c_void,
+            *mut *mut c_void,
+            ErlNifTerm,
+        ) -> c_int,
+    >,
+    unload: Option<unsafe extern "C" fn(*mut ErlNifEnv, *mut c_void)>,
+    vm_variant: *const c_char,
+    options: c_uint,
+    sizeof_erl_nif_resource_type_init: usize,
+    min_erts: *const c_char,
+}
+
 /// The entry the VM reads, built once: every NIF of `NIFS`, plus our callbacks.
 /// (The VM may call `nif_init` again on every load of the path; the entry and
 /// its function table stay put.)
-fn entry() -> *const ErlNifEntry {
-    struct Entry(ErlNifEntry);
+fn entry() -> *const Entry {
+    struct Built(Entry);
     // SAFETY: the entry is written once, then only read (by the VM); its pointers
     // are to static strings and to a function table leaked below.
-    unsafe impl Send for Entry {}
-    unsafe impl Sync for Entry {}
-    static ENTRY: OnceLock<Entry> = OnceLock::new();
-    let entry = ENTRY.get_or_init(|| {
+    unsafe impl Send for Built {}
+    unsafe impl Sync for Built {}
+    static ENTRY: OnceLock<Built> = OnceLock::new();
+    let built = ENTRY.get_or_init(|| {
         let funcs: &'static [ErlNifFunc] = Box::leak(
             NIFS.iter()
                 .flat_map(|entries| entries.iter())
                 .map(|f| ErlNifFunc { ..*f })
                 .collect::<Box<[_]>>(),
         );
-        let mut entry = ErlNifEntry::new(MODULE, funcs, load);
-        entry.upgrade = Some(upgrade);
-        Entry(entry)
+        Built(Entry {
+            major: rustler::sys::NIF_MAJOR_VERSION,
+            minor: rustler::sys::NIF_MINOR_VERSION,
+            name: MODULE.as_ptr(),
+            num_of_funcs: funcs.len() as c_int,
+            funcs: funcs.as_ptr(),
+            load: Some(load),
+            reload: None,
+            upgrade: Some(upgrade),
+            unload: None,
+            vm_variant: c"beam.vanilla".as_ptr(),
+            // No entry options, as `init!` builds it: the dirty flags of the NIFs
+            // that have them are read per function.
+            options: 0,
+            sizeof_erl_nif_resource_type_init: std::mem::size_of::<ErlNifResourceTypeInit>(),
+            // The oldest OTP whose VM speaks NIF 2.16 (Cargo.toml's feature).
+            min_erts: c"OTP-24.0".as_ptr(),
+        })
     });
-    &entry.0
+    &built.0
 }
 
 /// What the VM looks up in the library (`:erlang.load_nif/2`).
 #[cfg(not(windows))]
 #[no_mangle]
-extern "C" fn nif_init() -> *const ErlNifEntry {
-    // SAFETY: called by the VM before any callback or NIF runs: rustler's calls to
-    // the VM go through the symbol table this fills from the running process.
-    unsafe { rustler::codegen_runtime::internal_write_symbols() };
+extern "C" fn nif_init() -> *const Entry {
+    // SAFETY: called by the VM before any callback or NIF runs, which is when
+    // rustler's table of the VM's functions must be filled.
+    unsafe { rustler::sys::internal_write_symbols() };
     entry()
 }
 
@@ -162,10 +206,8 @@ extern "C" fn nif_init() -> *const ErlNifEntry {
 /// passes the table of its functions.
 #[cfg(windows)]
 #[no_mangle]
-extern "C" fn nif_init(
-    callbacks: *mut rustler::codegen_runtime::DynNifCallbacks,
-) -> *const ErlNifEntry {
+extern "C" fn nif_init(callbacks: *mut rustler::sys::DynNifCallbacks) -> *const Entry {
     // SAFETY: `callbacks` is the VM's function table, valid for the VM's lifetime.
-    unsafe { rustler::codegen_runtime::internal_set_symbols(callbacks) };
+    unsafe { rustler::sys::internal_set_symbols(callbacks) };
     entry()
 }
