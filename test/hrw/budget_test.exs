@@ -527,13 +527,22 @@ defmodule HRW.AtomCacheTest do
       :"#{String.duplicate("z", 255)}"
     ]
 
-    terms = atoms ++ [List.to_tuple(atoms), atoms, Map.new(Enum.with_index(atoms)), {:user, 7}]
+    # Walks guess an atom after an atom, and a map's keys are guessed atoms: the
+    # guesses must not matter, right or wrong.
+    mixed = [:a, 1, :b, "x", :c, {:d}, :e, %{}, :f, [:g], 2.5, :h]
+    mixed_keys = %{:a => 1, "b" => :c, 3 => :d, {:e} => :f, [:g] => "h", 4.5 => nil}
+
+    terms =
+      atoms ++
+        [List.to_tuple(atoms), atoms, Map.new(Enum.with_index(atoms)), {:user, 7}] ++
+        mixed ++ [mixed, mixed_keys, Map.new(mixed, &{&1, &1})]
+
     ring = HRW.Ring.new([:a, :b, :c])
     skeleton = HRW.build(Enum.map(1..100, &:"n#{&1}"))
 
     answers = fn ->
       {Enum.map(terms, &HRW.term_id/1), Enum.map(terms, &HRW.owner(&1, skeleton)),
-       HRW.owner_batch(terms, ring), HRW.owner(:k, atoms)}
+       HRW.owner_batch(terms, ring), HRW.owner(:k, atoms), HRW.owner(:k, mixed)}
     end
 
     charged = fn ->

@@ -2,7 +2,8 @@
 //! `term_id` and `score` NIFs: the term walk, top to bottom in this file:
 //!
 //! 1. the entry ([`term_id_in`]): the term's type, then the read of that type;
-//! 2. the fast leaves: small integers, cached atoms, whole-byte binaries;
+//! 2. the fast leaves: small integers, cached atoms, whole-byte binaries (a map's
+//!    keys ask the atom cache first);
 //! 3. the flat fast paths: tuples and small maps of fast leaves, hashed on the stack;
 //! 4. the general walk: nested tuples, lists and maps on one id stack;
 //! 5. a map's entries, straight from the VM's map iterator;
@@ -73,11 +74,14 @@ pub fn term_id_raw(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Outcome<u6
 
 /// What a walk over many terms (a node list, a key list) met last: after a
 /// binary, the next term is first asked whether it is a binary, which answers a
-/// list of binaries in one VM call per element; any other term, and a term that
-/// is not a binary after all, has its type asked first.
+/// list of binaries in one VM call per element; after an atom, the atom cache is
+/// asked first (see [`key_leaf`]), which answers a list of cached atoms with no
+/// VM call. Any other term, and a term that is not what the hint guessed, has its
+/// type asked first.
 #[derive(Clone, Copy, Default)]
 pub struct Order {
     after_binary: bool,
+    after_atom: bool,
 }
 
 /// [`term_id_raw`] of a term of a walk in `order` (which it updates). The term's
@@ -99,9 +103,15 @@ pub fn term_id_in(
             Fast::Dirty => return needs_dirty(),
             Fast::Other => {}
         }
+    } else if order.after_atom {
+        budget.pay(cost::ATOM_CACHE)?;
+        if let Some(id) = atom_cache::get(raw) {
+            return Ok(id);
+        }
     }
     let kind = type_of(env, raw);
     order.after_binary = matches!(kind, TermType::Binary);
+    order.after_atom = matches!(kind, TermType::Atom) && atom_cache::is_on();
     fast_leaf_of(env, raw, kind, budget).or_else(|| other_id(env, raw, kind, budget))
 }
 
@@ -191,6 +201,21 @@ impl Fast {
 #[inline(always)]
 fn fast_leaf(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Fast {
     fast_leaf_of(env, raw, type_of(env, raw), budget)
+}
+
+/// [`fast_leaf`] of a map key, which is most often an atom: the atom cache is
+/// asked before the term's type. Only atoms are stored there, under their term
+/// value, so a hit is that atom (the same id the type query's path gives) and
+/// saves a VM call; a miss goes on to [`fast_leaf`].
+#[inline(always)]
+fn key_leaf(env: Env, raw: ErlNifTerm, budget: &mut Budget) -> Fast {
+    if budget.pay(cost::ATOM_CACHE).is_err() {
+        return Fast::Dirty;
+    }
+    match atom_cache::get(raw) {
+        Some(id) => Fast::Id(id),
+        None => fast_leaf(env, raw, budget),
+    }
 }
 
 /// [`fast_leaf`] of a term of type `kind`.
@@ -356,7 +381,7 @@ fn flat_map(term: Term, n: usize, budget: &mut Budget) -> Outcome<Option<u64>> {
         let term = |raw| unsafe { Term::new(env, raw) };
         work::count(cost::MAP_ENTRY + cost::ids(2) - cost::hash(1));
         budget.pay(cost::TERM)?;
-        let kid = match fast_leaf(env, k, budget) {
+        let kid = match key_leaf(env, k, budget) {
             Fast::Id(id) => id,
             Fast::Dirty => return needs_dirty(),
             Fast::Other => {
@@ -454,6 +479,19 @@ impl<'b> Walk<'b> {
         }
     }
 
+    /// [`Walk::id_at`] of a map key (see [`key_leaf`]).
+    fn key_id_at(&mut self, term: Term, depth: usize) -> Outcome<u64> {
+        if depth > MAX_DEPTH {
+            return Err(too_deep(MAX_DEPTH));
+        }
+        self.budget.pay(cost::TERM)?;
+        match key_leaf(term.get_env(), term.as_c_arg(), self.budget) {
+            Fast::Id(id) => Ok(id),
+            Fast::Dirty => needs_dirty(),
+            Fast::Other => self.non_binary_id(term, depth),
+        }
+    }
+
     /// [`Walk::id_at`] for a term that is not a [`fast_leaf`], its visit charged.
     fn non_binary_id(&mut self, term: Term, depth: usize) -> Outcome<u64> {
         match term.get_type() {
@@ -530,7 +568,7 @@ impl<'b> Walk<'b> {
         let env = term.get_env();
         while let Some((k, v)) = iter.next_entry(env) {
             work::count(cost::MAP_ENTRY + cost::ids(2) - cost::hash(1));
-            let k = self.id_at(k, depth + 1)?;
+            let k = self.key_id_at(k, depth + 1)?;
             let v = self.id_at(v, depth + 1)?;
             self.ids.push_entry(k, v);
         }
@@ -555,7 +593,7 @@ impl<'b> Walk<'b> {
         self.ids.push_entry(current.0, current.1);
         while let Some((k, v)) = iter.next_entry(env) {
             work::count(cost::MAP_ENTRY + cost::ids(2) - cost::hash(1));
-            let k = self.id_at(k, 1)?;
+            let k = self.key_id_at(k, 1)?;
             let v = self.id_at(v, 1)?;
             self.ids.push_entry(k, v);
         }
@@ -724,6 +762,11 @@ mod atom_cache {
 
     pub fn switch(on: bool) {
         ON.store(on, Ordering::Relaxed);
+    }
+
+    #[inline(always)]
+    pub fn is_on() -> bool {
+        ON.load(Ordering::Relaxed)
     }
 
     const SLOTS: usize = 1 << 13;
