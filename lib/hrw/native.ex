@@ -16,8 +16,8 @@ defmodule HRW.Native do
   # which adds `name_dirty` (the same on a dirty CPU scheduler from the start),
   # `name_probe` (the normal-scheduler version reporting `{outcome, charged,
   # counted}` instead of its result: test/support/native_probe.ex,
-  # test/hrw/budget_test.exs), `dirty_runs/0`, `sub_binary_layout/1` and
-  # `atom_cache/1`. A library loads only when its
+  # test/hrw/budget_test.exs), `dirty_runs/0`, `sub_binary_layout/1`,
+  # `atom_cache/1` and `batch_check/1`. A library loads only when its
   # NIFs and this module's stubs are the same set, so the stubs of those follow
   # the same switch (`@test_hooks`); a production build has neither.
   #
@@ -111,5 +111,7 @@ defmodule HRW.Native do
     def sub_binary_layout(_on?), do: :erlang.nif_error(:nif_not_loaded)
     @doc false
     def atom_cache(_on?), do: :erlang.nif_error(:nif_not_loaded)
+    @doc false
+    def batch_check(_on?), do: :erlang.nif_error(:nif_not_loaded)
   end
 end

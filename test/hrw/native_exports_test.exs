@@ -3,7 +3,7 @@ defmodule HRW.NativeExportsTest do
   # build from source, the release archives) has the NIFs lib/ calls and nothing
   # else; a test build adds each NIF's `_dirty` and `_probe` twins and the test
   # hooks (`dirty_runs/0`, `sub_binary_layout/1`, `atom_cache/1`), which the budget
-  # and term-id tests use.
+  # and term-id tests use, and `batch_check/1`, which bench/batch_check_ab.exs uses.
   use ExUnit.Case, async: false
 
   @twin ~r/_(dirty|probe)\z/
@@ -11,7 +11,7 @@ defmodule HRW.NativeExportsTest do
   # The functions of `HRW.Native` that are NIFs in every build.
   defp production_nifs do
     for {name, arity} <- HRW.Native.__info__(:functions),
-        name not in [:load_nif, :dirty_runs, :sub_binary_layout, :atom_cache],
+        name not in [:load_nif, :dirty_runs, :sub_binary_layout, :atom_cache, :batch_check],
         not Regex.match?(@twin, Atom.to_string(name)),
         do: {name, arity}
   end
@@ -19,7 +19,7 @@ defmodule HRW.NativeExportsTest do
   describe "a test build" do
     @describetag skip: HRW.TestBuild.without_work_probes()
 
-    test "has a dirty and a probe twin of every NIF, the dirty-run count and the layout and cache switches" do
+    test "has a dirty and a probe twin of every NIF, the dirty-run count and the layout, cache and batch-check switches" do
       exports = HRW.Native.__info__(:functions)
       nifs = production_nifs()
       assert length(nifs) == 15
@@ -31,6 +31,7 @@ defmodule HRW.NativeExportsTest do
       assert {:dirty_runs, 0} in exports
       assert {:sub_binary_layout, 1} in exports
       assert {:atom_cache, 1} in exports
+      assert {:batch_check, 1} in exports
       assert HRW.NativeProbe.dirty_term_id("k") == HRW.term_id("k")
       assert {:ok, charged, counted} = HRW.NativeProbe.probe(:term_id, ["k"])
       assert counted > 0 and counted <= charged

@@ -193,6 +193,20 @@ fn check_named(
     }
 }
 
+/// Test builds only: whether batches check the struct's nodes ([`check_named`]).
+/// The `batch_check` hook turns it off so that bench/batch_check_ab.exs can time
+/// the same batches with and without the check in one VM; no test turns it off.
+#[cfg(feature = "work-probes")]
+pub static CHECK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+#[inline(always)]
+fn checking() -> bool {
+    #[cfg(feature = "work-probes")]
+    return CHECK.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(feature = "work-probes"))]
+    true
+}
+
 /// The batch pool, created by the first batch that is split over it, with that
 /// batch's thread count (`HRW.Batch.threads/0`); later counts are ignored.
 fn pool(threads: usize) -> Option<&'static rayon::ThreadPool> {
@@ -298,7 +312,9 @@ fn run<'a>(
     let owners = owner_indices(&keys.ids, &lookups, threads);
     for (t, owners) in targets.iter().zip(&owners) {
         if let (Structure::Prepared(lookup), Nodes::Tuple(nodes)) = (&t.structure, &t.nodes) {
-            check_named(*nodes, *lookup, t.what, owners, budget)?;
+            if checking() {
+                check_named(*nodes, *lookup, t.what, owners, budget)?;
+            }
         }
     }
     Ok(Batch {

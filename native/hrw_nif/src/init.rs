@@ -125,6 +125,8 @@ const NIFS: &[&[ErlNifFunc]] = &[
     crate::nif::hooks::SUB_BINARY_LAYOUT,
     #[cfg(feature = "work-probes")]
     crate::nif::hooks::ATOM_CACHE,
+    #[cfg(feature = "work-probes")]
+    crate::nif::hooks::BATCH_CHECK,
 ];
 
 /// erl_nif.h's `ErlNifEntry` as NIF 2.14 and later lay it out: what `nif_init`

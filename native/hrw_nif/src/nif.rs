@@ -110,7 +110,15 @@ pub mod hooks {
         Ok(on)
     }
 
+    /// Batches check the struct's nodes (`true`, as every build does) or not
+    /// (`false`, for bench/batch_check_ab.exs only); answers the setting.
+    fn batch_check(_env: Env, on: bool, _budget: &mut Budget) -> Outcome<bool> {
+        crate::batch::CHECK.store(on, std::sync::atomic::Ordering::Relaxed);
+        Ok(on)
+    }
+
     super::nif!(plain DIRTY_RUNS: "dirty_runs" => dirty_runs(env));
+    super::nif!(plain BATCH_CHECK: "batch_check" => batch_check(env, on));
     super::nif!(plain ATOM_CACHE: "atom_cache" => atom_cache(env, on));
     super::nif!(plain SUB_BINARY_LAYOUT: "sub_binary_layout" => sub_binary_layout(env, on));
 }
