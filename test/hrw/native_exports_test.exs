@@ -3,7 +3,7 @@ defmodule HRW.NativeExportsTest do
   # build from source, the release archives) has the NIFs lib/ calls and nothing
   # else; a test build adds each NIF's `_dirty` and `_probe` twins and the test
   # hooks (`dirty_runs/0`, `sub_binary_layout/1`, `atom_cache/1`), which the budget
-  # and term-id tests use, and `batch_check/1`, which bench/batch_check_ab.exs uses.
+  # and term-id tests use, and `batch_check/1`, which bench/switch_ab.exs uses.
   use ExUnit.Case, async: false
 
   @twin ~r/_(dirty|probe)\z/

@@ -194,7 +194,7 @@ fn check_named(
 }
 
 /// Test builds only: whether batches check the struct's nodes ([`check_named`]).
-/// The `batch_check` hook turns it off so that bench/batch_check_ab.exs can time
+/// The `batch_check` hook turns it off so that bench/switch_ab.exs can time
 /// the same batches with and without the check in one VM; no test turns it off.
 #[cfg(feature = "work-probes")]
 pub static CHECK: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);

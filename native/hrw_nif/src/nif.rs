@@ -111,7 +111,7 @@ pub mod hooks {
     }
 
     /// Batches check the struct's nodes (`true`, as every build does) or not
-    /// (`false`, for bench/batch_check_ab.exs only); answers the setting.
+    /// (`false`, for bench/switch_ab.exs only); answers the setting.
     fn batch_check(_env: Env, on: bool, _budget: &mut Budget) -> Outcome<bool> {
         crate::batch::CHECK.store(on, std::sync::atomic::Ordering::Relaxed);
         Ok(on)
