@@ -76,24 +76,10 @@ defmodule ShardedStoreRestartTest do
     until(
       fn ->
         Enum.all?(nodes, &(match?({^expected, 0, _}, status(&1)) and quorum?(&1))) or
-          mend(nodes)
+          ShardedStore.TestPeer.mend([nodes])
       end,
       "agreement on #{inspect(nodes)}"
     )
-  end
-
-  # Links within the group that global cut while a kill was being detected
-  # (prevent_overlapping_partitions) are made again. Returns false.
-  defp mend(nodes) do
-    for a <- nodes, b <- nodes, a < b do
-      try do
-        rpc(a, :net_kernel, :connect_node, [b], 10_000)
-      catch
-        _, _ -> false
-      end
-    end
-
-    false
   end
 
   defp held(node) do

@@ -70,24 +70,14 @@ defmodule ShardedStoreTest do
   defp settle(groups, label, times) do
     t0 = System.monotonic_time(:microsecond)
     what = fn -> "#{label}: #{inspect(Enum.map(groups, &fingerprints/1))}" end
-    agreed = until(fn -> agreed?(groups, false) or mend(groups) end, what, t0)
-    handed = until(fn -> agreed?(groups, true) or mend(groups) end, what, t0)
+
+    agreed =
+      until(fn -> agreed?(groups, false) or ShardedStore.TestPeer.mend(groups) end, what, t0)
+
+    handed =
+      until(fn -> agreed?(groups, true) or ShardedStore.TestPeer.mend(groups) end, what, t0)
+
     Agent.update(times, &[{label, agreed, handed} | &1])
-  end
-
-  # Links within a side that global cut (prevent_overlapping_partitions, while a
-  # cut is being made or a killed node is being detected) are made again, as
-  # dist_auto_connect would; never a link across sides. Returns false.
-  defp mend(groups) do
-    for group <- groups, a <- group, b <- group, a < b do
-      try do
-        rpc(a, :net_kernel, :connect_node, [b], 10_000)
-      catch
-        _, _ -> false
-      end
-    end
-
-    false
   end
 
   # A writer: random keys of its own (so it alone versions them), each write
