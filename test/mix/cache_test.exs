@@ -151,7 +151,7 @@ defmodule Mix.HrwNative.CacheTest do
           do: {_, 0} = System.cmd("chmod", [Integer.to_string(mode, 8), folder])
 
       assert obtain(c, []) == :ok
-      said = for {:mix_shell, :info, ["hrw: " <> line]} <- messages(), do: line
+      said = for {:mix_shell, :info, ["hrw: " <> line]} <- said(), do: line
 
       assert said ==
                for(
@@ -200,14 +200,6 @@ defmodule Mix.HrwNative.CacheTest do
   end
 
   defp root?, do: System.cmd("id", ["-u"]) |> elem(0) |> String.trim() == "0"
-
-  defp messages do
-    receive do
-      message -> [message | messages()]
-    after
-      0 -> []
-    end
-  end
 
   # The compile task's decision in a fresh VM (as `user`, when given), with the
   # task's own files: what it printed, then its result.

@@ -308,7 +308,7 @@ defmodule Mix.HrwNative.DownloadBoundaryTest do
     {_, 0} = System.cmd("kill", ["-USR1", pid])
     # Mix.Shell.Process tells the task's caller: this process.
     assert Task.await(caller, 30_000) == :ok
-    said = Enum.join(for({:mix_shell, _, [line]} <- messages(), do: line), "\n")
+    said = Enum.join(for({:mix_shell, _, [line]} <- said(), do: line), "\n")
 
     assert said =~
              ~r/No precompiled hrw NIF .* stopped (\(status \d+\) )?before it answered\): built it with cargo/,
@@ -323,13 +323,5 @@ defmodule Mix.HrwNative.DownloadBoundaryTest do
 
     {found, _} = System.cmd("grep", ["-rl", secret, c.tmp])
     assert found == ""
-  end
-
-  defp messages do
-    receive do
-      message -> [message | messages()]
-    after
-      0 -> []
-    end
   end
 end

@@ -79,16 +79,8 @@ defmodule Mix.HrwNative.HttpClientTest do
         e in Mix.Error -> Exception.message(e)
       end
 
-    shell = for {:mix_shell, _, [line]} <- mailbox(), do: line
+    shell = for {:mix_shell, _, [line]} <- said(), do: line
     Enum.join([inspect(result) | shell], "\n")
-  end
-
-  defp mailbox(acc \\ []) do
-    receive do
-      {:mix_shell, _, _} = message -> mailbox([message | acc])
-    after
-      0 -> Enum.reverse(acc)
-    end
   end
 
   test "a 503 asking to retry is not re-sent, not even while a slow build runs; no client process is left",

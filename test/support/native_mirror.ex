@@ -528,6 +528,18 @@ defmodule HRW.Test.NativeMirror do
     e in Mix.Error -> Exception.message(e)
   end
 
+  @doc """
+  The `Mix.Shell.Process` messages received so far, `{:mix_shell, kind, [line]}`,
+  in order (taken from the mailbox).
+  """
+  def said(acc \\ []) do
+    receive do
+      {:mix_shell, _, _} = message -> said([message | acc])
+    after
+      0 -> Enum.reverse(acc)
+    end
+  end
+
   @doc "The paths requested from the mirrors so far, in order (from the mailbox)."
   def requests(acc \\ []) do
     receive do
