@@ -6,13 +6,14 @@
 //!    keys ask the atom cache first);
 //! 3. the flat fast paths: tuples and small maps of fast leaves, hashed on the stack;
 //! 4. the general walk: nested tuples, lists and maps on one id stack;
-//! 5. a map's entries, straight from the VM's map iterator;
-//! 6. the NIFs;
-//! 7. the atom cache: the per-VM table from an atom's term value to its id.
+//! 5. the NIFs;
+//! 6. the atom cache's switch, by ERTS version.
 //!
 //! Beside it: `etf.rs`, the other leaves (floats, wide integers, atom names,
 //! bitstrings, pids, funs: read through the external term format where the NIF API
-//! cannot), and `refusals.rs`, why a term has no id. The encodings themselves live in
+//! cannot); `map_entries.rs`, a map's entries straight from the VM's map iterator;
+//! `atom_cache.rs`, the per-VM table from an atom's term value to its id; and
+//! `refusals.rs`, why a term has no id. The encodings themselves live in
 //! `hrw_core::term_hash`, so the spec has one implementation.
 //!
 //! Budget: every step that costs more than a constant is paid for *before* it
@@ -29,7 +30,9 @@
 //! for a dirty one first, and are charged once their size is known (a dirty budget
 //! is unlimited; the charge keeps the count honest).
 
+mod atom_cache;
 mod etf;
+mod map_entries;
 mod refusals;
 
 use crate::budget::{needs_dirty, Budget, Outcome};
@@ -38,14 +41,12 @@ use crate::tuple_view::TupleView;
 use etf::{atom_id, leaf_id};
 use hrw_core::term_hash::{self, tag, IdStack, Mark};
 use hrw_core::{cost, n3, work};
+use map_entries::MapEntries;
 use refusals::{too_deep, unreadable};
 use rustler::sys::{
-    enif_get_int64, enif_get_map_size, enif_inspect_binary, enif_map_iterator_create,
-    enif_map_iterator_destroy, enif_map_iterator_get_pair, enif_map_iterator_next, ErlNifBinary,
-    ErlNifEnv, ErlNifMapIterator, ErlNifMapIteratorEntry, ErlNifTerm,
+    enif_get_int64, enif_get_map_size, enif_inspect_binary, ErlNifBinary, ErlNifTerm,
 };
 use rustler::{Env, Term, TermType};
-use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 
 // ---------------------------------------------------------------------------
@@ -611,102 +612,7 @@ impl<'b> Walk<'b> {
 }
 
 // ---------------------------------------------------------------------------
-// 5. A map's entries, read with the VM's own map iterator
-
-/// The entries of a map, in the VM's order, straight from the NIF map iterator
-/// (rustler's `MapIterator` is double-ended: two VM iterators and a key comparison
-/// per step, and a larger stack frame at every level of nested maps).
-///
-/// The VM's iterator lives in a slot of the caller's frame (`MapEntries::new`),
-/// written in place: moving it right after the VM wrote it would reload it with
-/// stalled wide loads. The env is kept as its raw pointer: a rustler `Env` carries
-/// a one-byte kind, and building the struct with it stored that byte and reloaded
-/// it as a word (a store-forwarding hazard).
-struct MapEntries<'a, 's> {
-    env: *mut ErlNifEnv,
-    iter: &'s mut ErlNifMapIterator,
-    terms: PhantomData<Term<'a>>,
-}
-
-impl<'a, 's> MapEntries<'a, 's> {
-    fn new(
-        map: Term<'a>,
-        iter: &'s mut MaybeUninit<ErlNifMapIterator>,
-    ) -> Outcome<MapEntries<'a, 's>> {
-        let env = map.get_env().as_c_arg();
-        // SAFETY: `iter` is a valid out-pointer; the call fails (returns 0) unless
-        // `map` is a map, and on success initialises the iterator.
-        let ok = unsafe {
-            enif_map_iterator_create(
-                env,
-                map.as_c_arg(),
-                iter.as_mut_ptr(),
-                ErlNifMapIteratorEntry::ERL_NIF_MAP_ITERATOR_HEAD,
-            )
-        };
-        if ok == 0 {
-            return Err(unreadable("map"));
-        }
-        Ok(MapEntries {
-            env,
-            // SAFETY: initialised by the successful call above.
-            iter: unsafe { iter.assume_init_mut() },
-            terms: PhantomData,
-        })
-    }
-
-    /// The next entry as terms of `env`, the env of the map.
-    fn next_entry(&mut self, env: Env<'a>) -> Option<(Term<'a>, Term<'a>)> {
-        let (key, value) = self.next_raw()?;
-        // SAFETY: terms of the map, valid in its env (`env`) for this call.
-        unsafe { Some((Term::new(env, key), Term::new(env, value))) }
-    }
-
-    /// [`MapEntries::next_entry`] as raw terms of the map's env.
-    #[inline]
-    fn next_raw(&mut self) -> Option<(ErlNifTerm, ErlNifTerm)> {
-        let entry = self.current()?;
-        self.advance();
-        Some(entry)
-    }
-
-    /// The entry under the iterator (raw terms of the map's env), `None` past the
-    /// last one.
-    #[inline]
-    fn current(&mut self) -> Option<(ErlNifTerm, ErlNifTerm)> {
-        let mut key: MaybeUninit<ErlNifTerm> = MaybeUninit::uninit();
-        let mut value: MaybeUninit<ErlNifTerm> = MaybeUninit::uninit();
-        // SAFETY: the iterator was created for a map of this env and not destroyed;
-        // get_pair fails (returns 0) past the last entry, and otherwise writes both
-        // terms, which are then valid in `env` for this call.
-        unsafe {
-            if enif_map_iterator_get_pair(self.env, self.iter, key.as_mut_ptr(), value.as_mut_ptr())
-                == 0
-            {
-                return None;
-            }
-            Some((key.assume_init(), value.assume_init()))
-        }
-    }
-
-    /// Moves the iterator to the next entry (past the last one: to the end).
-    #[inline]
-    fn advance(&mut self) {
-        // SAFETY: the iterator was created for a map of this env and not destroyed;
-        // stepping at or past the end is allowed (it returns 0 there).
-        unsafe { enif_map_iterator_next(self.env, self.iter) };
-    }
-}
-
-impl Drop for MapEntries<'_, '_> {
-    fn drop(&mut self) {
-        // SAFETY: created successfully in `new`, destroyed only here, once.
-        unsafe { enif_map_iterator_destroy(self.env, self.iter) };
-    }
-}
-
-// ---------------------------------------------------------------------------
-// 6. The NIFs
+// 5. The NIFs
 
 /// The canonical id of any term (docs/HASHING.md); exposed for users and tests.
 fn id_of(_env: Env, term: Term, budget: &mut Budget) -> Outcome<u64> {
@@ -723,7 +629,7 @@ nif!(TERM_ID: "term_id" => id_of(env, term));
 nif!(SCORE: "score" => score_of(env, key, node));
 
 // ---------------------------------------------------------------------------
-// 7. The atom cache
+// 6. The atom cache's switch (the table: atom_cache.rs)
 
 /// Whether the atom cache may be used on ERTS major version `erts_major`: on
 /// ERTS 13 to 17 (OTP 25 to 29) atoms are never collected, so an atom's term
@@ -736,123 +642,4 @@ pub fn atom_cache_for(erts_major: Option<u32>) -> bool {
 /// Switches the atom cache on or off (the load callback, and test builds).
 pub fn switch_atom_cache(on: bool) {
     atom_cache::switch(on);
-}
-
-/// A lock-free table from an atom's term value to its id, shared by every
-/// scheduler of the VM. This keys atoms by the VM's term word, which the NIF API
-/// leaves opaque: sound because atoms are interned and never collected on the
-/// ERTS versions it is switched on for ([`atom_cache_for`]): while the VM runs,
-/// one term value names one atom, and an id is a function of the atom, so any id
-/// stored under a value is that atom's id. On any other ERTS it stays off (the
-/// fallback: every atom's id from its name, the same ids); docs/MAINTAINING.md
-/// lists it.
-///
-/// 4-way set associative (a set is one 64-byte line), and it keeps caching when
-/// full: a new atom takes a free slot of its set, else evicts one chosen by its
-/// id's low bits (pseudo-random replacement; no recency bits to update on hits,
-/// which stay a single line read). A slot is rewritten seqlock-style: its key goes
-/// to `BUSY` before the id changes, and a reader re-checks the key after reading
-/// the id, so it never pairs a key with another atom's id.
-mod atom_cache {
-    use rustler::sys::ErlNifTerm;
-    use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
-
-    /// Whether the cache is used (set by the load callback, init.rs).
-    static ON: AtomicBool = AtomicBool::new(false);
-
-    pub fn switch(on: bool) {
-        ON.store(on, Ordering::Relaxed);
-    }
-
-    #[inline(always)]
-    pub fn is_on() -> bool {
-        ON.load(Ordering::Relaxed)
-    }
-
-    const SLOTS: usize = 1 << 13;
-    const WAYS: usize = 4;
-    /// A slot being written: never an atom's term value (its low bits are 001011).
-    const BUSY: u64 = u64::MAX;
-
-    struct Slot {
-        key: AtomicU64,
-        id: AtomicU64,
-    }
-
-    #[repr(align(64))]
-    struct Set([Slot; WAYS]);
-
-    #[allow(clippy::declare_interior_mutable_const)]
-    const EMPTY: Slot = Slot {
-        key: AtomicU64::new(0),
-        id: AtomicU64::new(0),
-    };
-    #[allow(clippy::declare_interior_mutable_const)]
-    const EMPTY_SET: Set = Set([EMPTY; WAYS]);
-    static TABLE: [Set; SLOTS / WAYS] = [EMPTY_SET; SLOTS / WAYS];
-
-    /// The bits of a term value.
-    #[inline(always)]
-    pub fn bits(term: ErlNifTerm) -> u64 {
-        // SAFETY: `ErlNifTerm` is `#[repr(transparent)]` over a `usize` (its field
-        // is private), so the two have one layout.
-        unsafe { std::mem::transmute::<ErlNifTerm, usize>(term) as u64 }
-    }
-
-    #[inline(always)]
-    fn set(key: u64) -> &'static Set {
-        const SET_BITS: u32 = (SLOTS / WAYS).trailing_zeros();
-        &TABLE[(key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SET_BITS)) as usize]
-    }
-
-    /// The cached id of the atom whose term value is `term`, if stored.
-    #[inline(always)]
-    pub fn get(term: ErlNifTerm) -> Option<u64> {
-        if !ON.load(Ordering::Relaxed) {
-            return None;
-        }
-        let key = bits(term);
-        for slot in &set(key).0 {
-            if slot.key.load(Ordering::Acquire) == key {
-                let id = slot.id.load(Ordering::Relaxed);
-                // The id was read before the key is read again: a writer that
-                // changed the id had first set the key to BUSY (fence in `put`).
-                fence(Ordering::Acquire);
-                return (slot.key.load(Ordering::Relaxed) == key).then_some(id);
-            }
-        }
-        None
-    }
-
-    /// Stores the id of the atom `term` (computed by the caller), evicting one of
-    /// its set's atoms when the set is full.
-    pub fn put(term: ErlNifTerm, id: u64) {
-        if !ON.load(Ordering::Relaxed) {
-            return;
-        }
-        let key = bits(term);
-        if key == 0 || key == BUSY {
-            return;
-        }
-        let slots = &set(key).0;
-        let free = slots
-            .iter()
-            .position(|s| s.key.load(Ordering::Relaxed) == 0);
-        let slot = &slots[free.unwrap_or(id as usize % WAYS)];
-        let old = slot.key.load(Ordering::Relaxed);
-        if old == key || old == BUSY {
-            return;
-        }
-        // Losing the race to another writer just leaves this atom uncached.
-        if slot
-            .key
-            .compare_exchange(old, BUSY, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
-            // BUSY is visible before the new id (see `get`).
-            fence(Ordering::Release);
-            slot.id.store(id, Ordering::Relaxed);
-            slot.key.store(key, Ordering::Release);
-        }
-    }
 }
