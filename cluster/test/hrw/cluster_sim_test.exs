@@ -28,7 +28,7 @@ defmodule HRW.ClusterSimTest do
     assert ClusterSim.run(schedule) == :ok, "schedule #{inspect(schedule, limit: :infinity)}"
   end
 
-  # Finding 1: a departure while an evaluation is queued (the debounce's timer
+  # A departure while an evaluation is queued (the debounce's timer
   # message waiting behind a busy server) or running (its read taken after the
   # departure, its held members before).
   test "a departure while an evaluation is queued or running keeps the member's keys for its hold" do
@@ -47,7 +47,7 @@ defmodule HRW.ClusterSimTest do
     end
   end
 
-  # Finding 2: a polled :pg source waits as a monitored one does.
+  # A polled :pg source waits as a monitored one does.
   test "a polled :pg source holds a leaving, cut or frozen member for its hold" do
     for source <- [:pg_polled, :pg_monitored],
         action <- [{:leave, :n3, 1_500}, {:partition, [:n3], 1_500}, {:freeze, :n3, 600}] do
@@ -55,7 +55,7 @@ defmodule HRW.ClusterSimTest do
     end
   end
 
-  # Finding 3: a :pg scope that restarts is followed again: n3 leaves (n1 sees
+  # A :pg scope that restarts is followed again: n3 leaves (n1 sees
   # it), n1's scope restarts, n3 joins again, which only a new monitor shows.
   test "a restarted :pg scope is followed again, with and without a lease" do
     for source <- [:pg_monitored, :pg_polled],

@@ -1,9 +1,8 @@
 defmodule ShardedStoreRestartTest do
-  # Issue 44's store findings on real :peer nodes: a member killed (SIGKILL) and
-  # restarted empty under the same name, with and without a lease (6); how long
-  # a killed member's keys keep one copy (7); the refusal of a key whose two
-  # owners left outliving the members that saw it (8); two writers of one
-  # version (9); forged messages (10). Every wait is a poll with a deadline far above its
+  # The store on real :peer nodes: a member killed (SIGKILL) and restarted empty
+  # under the same name, with and without a lease; how long a killed member's
+  # keys keep one copy; the refusal of a key whose two owners left outliving the
+  # members that saw it; two writers of one version; forged messages. Every wait is a poll with a deadline far above its
   # usual time; no figure is asserted. SHARDED_STORE_REPORT=1 prints the figures.
   use ExUnit.Case, async: false
 

@@ -1,4 +1,4 @@
-defmodule HRW.ClusterFindingsPeerTest do
+defmodule HRW.ClusterDeparturesPeerTest do
   # Three orders of events on real :peer nodes, each the case a simulator's
   # named schedule replays (test/hrw/cluster_sim_test.exs). Times are lower bounds
   # that hold by construction: a departed member's keys move no earlier than its
