@@ -30,8 +30,9 @@ defmodule HRW.Cluster.Server do
   # overrides_option, quorum, lease, pid}, snapshot}. `history` is a tuple of
   # `depth` structures, newest first (nil for an empty generation or one without
   # quorum); `until` is `:always`, or, for a quorum a lease holds, an atomics
-  # array of one integer, the time at which that quorum lapses, which the
-  # publishing server moves as answers arrive: every lookup compares it with the
+  # array of two integers: the time at which that quorum lapses, which the
+  # publishing server moves later as later answers arrive, and the lease's end it
+  # was converted from (`atomics/1`): every lookup compares the first with the
   # clock and reads the current structure as nil from then on, whatever the
   # server is doing. That time is on the clock of `:os.perf_counter/0`, read in
   # a fraction of the time `:erlang.monotonic_time/1` takes where the OS clock is
@@ -388,8 +389,15 @@ defmodule HRW.Cluster.Server do
 
   defp effect({:extend, _at}, %{until: nil} = state), do: state
 
+  # Only a later lease end moves the lookups' lapse: converting the same end again,
+  # later, would give a later lapse (the 1% is taken from the time left), so a
+  # lookup that saw the quorum lapse could see it come back until the lease's end.
   defp effect({:extend, at}, state) do
-    :atomics.put(state.until, 1, perf_until(at))
+    if at > :atomics.get(state.until, 2) do
+      :atomics.put(state.until, 2, at)
+      :atomics.put(state.until, 1, perf_until(at))
+    end
+
     state
   end
 
@@ -427,10 +435,12 @@ defmodule HRW.Cluster.Server do
   end
 
   # An `until` for the entry: a new atomics array for a quorum that a lease holds
-  # for a time (each entry its own: no entry's lapse moves with another's).
+  # for a time (each entry its own: no entry's lapse moves with another's): the
+  # lapse on the lookups' clock, then the lease's end it was converted from.
   defp atomics(at) do
-    ref = :atomics.new(1, signed: true)
+    ref = :atomics.new(2, signed: true)
     :atomics.put(ref, 1, perf_until(at))
+    :atomics.put(ref, 2, at)
     ref
   end
 
