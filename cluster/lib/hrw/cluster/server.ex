@@ -31,7 +31,7 @@ defmodule HRW.Cluster.Server do
   # `depth` structures, newest first (nil for an empty generation or one without
   # quorum); `until` is `:always`, or, for a quorum a lease holds, an atomics
   # array of two integers: the time at which that quorum lapses, which the
-  # publishing server moves later as later answers arrive, and the lease's end it
+  # publishing server moves as the lease's end moves with the answers, and the end it
   # was converted from (`atomics/1`): every lookup compares the first with the
   # clock and reads the current structure as nil from then on, whatever the
   # server is doing. That time is on the clock of `:os.perf_counter/0`, read in
@@ -389,11 +389,11 @@ defmodule HRW.Cluster.Server do
 
   defp effect({:extend, _at}, %{until: nil} = state), do: state
 
-  # Only a later lease end moves the lookups' lapse: converting the same end again,
+  # Only another lease end moves the lookups' lapse: converting the same end again,
   # later, would give a later lapse (the 1% is taken from the time left), so a
   # lookup that saw the quorum lapse could see it come back until the lease's end.
   defp effect({:extend, at}, state) do
-    if at > :atomics.get(state.until, 2) do
+    if at != :atomics.get(state.until, 2) do
       :atomics.put(state.until, 2, at)
       :atomics.put(state.until, 1, perf_until(at))
     end
